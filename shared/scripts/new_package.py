@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         target = dest / rel.with_suffix("") if rel.suffix == ".tmpl" else dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(string.Template(src.read_text()).substitute(values))
-    print(f"created {dest.relative_to(ROOT)}; add it to the names table in README.md", file=sys.stderr)
+    print(
+        f"created {dest.relative_to(ROOT)}; add it to the names table in README.md", file=sys.stderr
+    )
     return 0
 
 

@@ -81,7 +81,7 @@ def compare(
         else:
             cand.append(time_once(candidate))
             base.append(time_once(baseline))
-    ratios = sorted(c / b for c, b in zip(cand, base))
+    ratios = sorted(c / b for c, b in zip(cand, base, strict=True))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return Comparison(
         name=name,

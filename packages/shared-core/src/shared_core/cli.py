@@ -49,12 +49,23 @@ def parse_reproduce_args(
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", type=Path, default=Path(default_out), help="output folder")
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="size", action="store_const", const="quick",
-                      help="CPU scale, a few minutes on 2 cores (default)")
-    size.add_argument("--full", dest="size", action="store_const", const="full",
-                      help="the paper's scale, where a GPU or real weights exist")
-    size.add_argument("--smoke", dest="size", action="store_const", const="smoke",
-                      help="a tiny run, for tests")
+    size.add_argument(
+        "--quick",
+        dest="size",
+        action="store_const",
+        const="quick",
+        help="CPU scale, a few minutes on 2 cores (default)",
+    )
+    size.add_argument(
+        "--full",
+        dest="size",
+        action="store_const",
+        const="full",
+        help="the paper's scale, where a GPU or real weights exist",
+    )
+    size.add_argument(
+        "--smoke", dest="size", action="store_const", const="smoke", help="a tiny run, for tests"
+    )
     parser.add_argument("--seed", type=int, default=0)
     ns = parser.parse_args(argv)
     if ns.seed < 0:
@@ -85,6 +96,8 @@ def reproduce_main(
     report = run(args)
     path = report.write()
     held = sum(bool(c.held) for c in report.claims)
-    print(f"{report.package}: {held}/{len(report.claims)} claims held; report in {path.parent}",
-          file=sys.stderr)
+    print(
+        f"{report.package}: {held}/{len(report.claims)} claims held; report in {path.parent}",
+        file=sys.stderr,
+    )
     return 0

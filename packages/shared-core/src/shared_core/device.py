@@ -37,7 +37,9 @@ _DTYPES = {
 }
 
 
-def select_dtype(dtype: str | torch.dtype | None, device: torch.device | str = "cpu") -> torch.dtype:
+def select_dtype(
+    dtype: str | torch.dtype | None, device: torch.device | str = "cpu"
+) -> torch.dtype:
     """Resolve a dtype name; ``None`` gives bf16 on a CUDA device that supports it, else float32."""
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -60,7 +62,7 @@ def seed_everything(seed: int) -> torch.Generator:
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     random.seed(seed)
-    np.random.seed(seed % 2**32)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 - seeding the legacy global is the point
     torch.manual_seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)
     return torch.Generator().manual_seed(seed)

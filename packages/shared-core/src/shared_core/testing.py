@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from shared_core.kernels.dispatch import interpreting
+from shared_core.kernels.backends import interpreting
 
 
 def kernel_dtypes() -> list[torch.dtype]:

@@ -4,15 +4,7 @@ Each op takes ``backend="auto" | "torch" | "triton"``; ``*_reference`` is the or
 tested against (see :func:`shared_core.testing.assert_kernel_matches`).
 """
 
-from shared_core.kernels.block_absmax import block_absmax, block_absmax_reference
-from shared_core.kernels.cosine import (
-    cosine_topk,
-    gather_rows,
-    row_cosine,
-    row_cosine_reference,
-    scatter_rows,
-)
-from shared_core.kernels.dispatch import (
+from shared_core.kernels.backends import (
     BACKENDS,
     HAS_TRITON,
     Backend,
@@ -21,6 +13,14 @@ from shared_core.kernels.dispatch import (
     interpreting,
     resolve_backend,
     triton_enabled,
+)
+from shared_core.kernels.block_absmax import block_absmax, block_absmax_reference
+from shared_core.kernels.cosine import (
+    cosine_topk,
+    gather_rows,
+    row_cosine,
+    row_cosine_reference,
+    scatter_rows,
 )
 from shared_core.kernels.gram import gram, gram_reference
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from shared_core.kernels.dispatch import HAS_TRITON, autotune_configs, dispatch
+from shared_core.kernels.backends import HAS_TRITON, autotune_configs, dispatch
 
 
 def _check(x: torch.Tensor, block_size: int) -> None:
@@ -26,11 +26,13 @@ def _check(x: torch.Tensor, block_size: int) -> None:
 
 
 def block_absmax_reference(x: torch.Tensor, block_size: int) -> torch.Tensor:
-    """``max(|x|)`` over consecutive blocks of ``block_size`` in the last dim, in float32.
+    """``max(|x|)`` over consecutive blocks of ``block_size`` in the last dim, in float32 (float64 for float64 input).
 
     Shape ``(..., n)`` gives ``(..., n // block_size)``. NaN propagates, as in ``torch.amax``.
     """
-    blocks = x.float().reshape(*x.shape[:-1], x.shape[-1] // block_size, block_size)
+    blocks = x.to(torch.promote_types(x.dtype, torch.float32)).reshape(
+        *x.shape[:-1], x.shape[-1] // block_size, block_size
+    )
     return blocks.abs().amax(dim=-1)
 
 
@@ -53,15 +55,16 @@ if HAS_TRITON:
         cols = tl.arange(0, BLOCK)
         mask = rows[:, None] < n_blocks
         x = tl.load(x_ptr + rows[:, None] * BLOCK + cols[None, :], mask=mask, other=0.0)
-        amax = tl.max(tl.abs(x.to(tl.float32)), axis=1)
-        tl.store(out_ptr + rows, amax, mask=rows < n_blocks)
+        amax = tl.max(tl.abs(x), axis=1)  # exact in the input's own dtype
+        tl.store(out_ptr + rows, amax.to(out_ptr.dtype.element_ty), mask=rows < n_blocks)
 
     def block_absmax_triton(x: torch.Tensor, block_size: int) -> torch.Tensor:
         """Triton twin of :func:`block_absmax_reference` (power-of-two ``block_size``)."""
         if block_size & (block_size - 1):
             raise ValueError(f"the triton kernel needs a power-of-two block_size, got {block_size}")
         flat = x.contiguous().reshape(-1, block_size)
-        out = torch.empty(flat.shape[0], device=x.device, dtype=torch.float32)
+        out_dtype = torch.promote_types(x.dtype, torch.float32)
+        out = torch.empty(flat.shape[0], device=x.device, dtype=out_dtype)
         if flat.shape[0]:
 
             def grid(meta: dict) -> tuple[int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from shared_core.kernels.dispatch import HAS_TRITON, autotune_configs, dispatch
+from shared_core.kernels.backends import HAS_TRITON, autotune_configs, dispatch
 
 EPS = 1e-8
 
@@ -21,7 +21,9 @@ def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
         if not t.is_floating_point():
             raise TypeError(f"{name} must be floating point, got {t.dtype}")
     if a.shape != b.shape or a.ndim < 1:
-        raise ValueError(f"a and b need one shape (..., d), got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ValueError(
+            f"a and b need one shape (..., d), got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
 
 
 def row_cosine_reference(a: torch.Tensor, b: torch.Tensor, eps: float = EPS) -> torch.Tensor:

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import torch
 
-from shared_core.kernels.dispatch import HAS_TRITON, autotune_configs, dispatch
+from shared_core.kernels.backends import HAS_TRITON, autotune_configs, dispatch
 
 
 def gram_reference(x: torch.Tensor) -> torch.Tensor:
-    """``x @ x.mT`` over the last two dims, accumulated in float32, returned in ``x.dtype``."""
-    return (x.float() @ x.float().mT).to(x.dtype)
+    """``x @ x.mT`` over the last two dims, accumulated in at least float32, returned in ``x.dtype``."""
+    acc = x.to(torch.promote_types(x.dtype, torch.float32))
+    return (acc @ acc.mT).to(x.dtype)
 
 
 def _check(x: torch.Tensor) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"gram expects a torch.Tensor, got {type(x).__name__}")
     if x.ndim < 2:
-        raise ValueError(f"gram expects a matrix or a batch of matrices, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"gram expects a matrix or a batch of matrices, got shape {tuple(x.shape)}"
+        )
     if not x.is_floating_point():
         raise TypeError(f"gram expects a floating-point tensor, got {x.dtype}")
 
@@ -103,9 +106,7 @@ if HAS_TRITON:
             tiles = triton.cdiv(m, meta["BLOCK_M"])
             return (tiles, tiles, xb.shape[0])
 
-        _gram_kernel[grid](
-            xb, out, m, k, *xb.stride(), *out.stride()
-        )
+        _gram_kernel[grid](xb, out, m, k, *xb.stride(), *out.stride())
         return out.reshape(*lead, m, m)
 
 else:
