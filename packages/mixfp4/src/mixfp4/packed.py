@@ -1,0 +1,206 @@
+"""The packed container of a block-scaled 4-bit tensor and its decoding.
+
+Layout (the one ModelOpt and fouroversix use, row-major scales for CPU)::
+
+    codes        uint8 [..., K_pad / 2]          element 2j in the low nibble, 2j+1 in the high nibble;
+                                                 nibble = sign << 3 | magnitude code
+    scales       uint8 [..., K_pad / block_size] NVFP4 / MixFP4: E4M3 bits of the block scale, and for
+                                                 MixFP4 bit 7 (the sign bit, free because block scales
+                                                 are non-negative) = 1 when the block holds E1M2 codes;
+                                                 MXFP4: E8M0 bytes
+    tensor_scale float32 scalar                  multiplier: x̂ = v · (tensor_scale · block_scale)
+
+``v`` is the element value: E2M1 for flag 0; for flag 1 the E1M2 value times 4 in ``e1m2_mode="int"``
+(the integers 0..7) or the E1M2 value itself in ``e1m2_mode="frac"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+import torch
+
+from mixfp4.formats import E1M2, E2M1, E4M3, E8M0
+
+Fmt = Literal["nvfp4", "mixfp4", "mxfp4"]
+FMTS: tuple[str, ...] = ("nvfp4", "mixfp4", "mxfp4")
+E1M2_MODES: tuple[str, ...] = ("int", "frac")
+NAN_POLICIES: tuple[str, ...] = ("raise", "propagate")
+FLAG = 0x80
+SCALE_MAGNITUDE = 0x7F
+
+# Element value multiplier of an E1M2 block: read as integers 0..7 ("int") or as E1M2 values.
+E1M2_MULTIPLIER = {"int": 4.0, "frac": 1.0}
+
+
+def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """Two 4-bit codes per byte along the last dim (even length): element 2j in the low nibble."""
+    codes = codes.to(torch.uint8)
+    return codes[..., 0::2] | (codes[..., 1::2] << 4)
+
+
+def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`pack_nibbles`: uint8 codes, twice as long in the last dim."""
+    low = packed & 0x0F
+    high = packed >> 4
+    return torch.stack([low, high], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MX4Packed:
+    """A tensor quantized to NVFP4, MixFP4 or MXFP4; see the module docstring for the layout.
+
+    ``shape`` is the original (unpadded) shape; the last dim was zero-padded to a multiple of
+    ``block_size`` before quantization and :func:`dequantize` crops it again.
+    """
+
+    codes: torch.Tensor
+    scales: torch.Tensor
+    tensor_scale: torch.Tensor
+    shape: tuple[int, ...]
+    block_size: int
+    fmt: Fmt
+    e1m2_mode: str = "int"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        if self.fmt not in FMTS:
+            raise ValueError(f"fmt must be one of {FMTS}, got {self.fmt!r}")
+        if self.e1m2_mode not in E1M2_MODES:
+            raise ValueError(f"e1m2_mode must be one of {E1M2_MODES}, got {self.e1m2_mode!r}")
+        for name in ("codes", "scales"):
+            t = getattr(self, name)
+            if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8:
+                got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
+                raise TypeError(f"{name} must be a uint8 tensor, got {got}")
+        if not isinstance(self.tensor_scale, torch.Tensor) or self.tensor_scale.numel() != 1:
+            raise TypeError("tensor_scale must be a one-element float32 tensor")
+        if self.block_size < 2 or self.block_size % 2:
+            raise ValueError(f"block_size must be an even int >= 2, got {self.block_size}")
+        if not self.shape:
+            raise ValueError("shape must have at least one dimension")
+        k = self.shape[-1]
+        k_pad = math.ceil(k / self.block_size) * self.block_size
+        want_codes = (*self.shape[:-1], k_pad // 2)
+        want_scales = (*self.shape[:-1], k_pad // self.block_size)
+        if tuple(self.codes.shape) != want_codes or tuple(self.scales.shape) != want_scales:
+            raise ValueError(
+                f"packed shapes do not match shape={self.shape}, block_size={self.block_size}: "
+                f"codes {tuple(self.codes.shape)} (expected {want_codes}), "
+                f"scales {tuple(self.scales.shape)} (expected {want_scales})"
+            )
+        if self.fmt == "nvfp4" and bool((self.scales & FLAG).any()):
+            raise ValueError(
+                "an NVFP4 tensor has scale bytes with bit 7 set (unsigned E4M3 scales)"
+            )
+
+    # -- views ---------------------------------------------------------------------------------
+    @property
+    def padded_k(self) -> int:
+        return self.codes.shape[-1] * 2
+
+    def format_map(self) -> torch.Tensor:
+        """Bool per block: True where the block holds E1M2 codes (always False for NVFP4/MXFP4)."""
+        if self.fmt != "mixfp4":
+            return torch.zeros(self.scales.shape, dtype=torch.bool, device=self.scales.device)
+        return (self.scales & FLAG) != 0
+
+    def nan_blocks(self) -> torch.Tensor:
+        """Bool per block: True where the scale byte is NaN (E4M3 ``0x7F``/``0xFF``, E8M0 ``0xFF``)."""
+        if self.fmt == "mxfp4":
+            return self.scales == E8M0.nan_byte
+        return (self.scales & SCALE_MAGNITUDE) == SCALE_MAGNITUDE
+
+    def block_scales(self) -> torch.Tensor:
+        """float32 block scales (flag stripped), without the tensor scale; NaN for NaN bytes."""
+        if self.fmt == "mxfp4":
+            return E8M0.decode(self.scales)
+        return E4M3.decode(self.scales & SCALE_MAGNITUDE)
+
+    def element_values(self) -> torch.Tensor:
+        """float32 element values ``v`` of every (padded) position, before any scale."""
+        codes = unpack_nibbles(self.codes)
+        v = E2M1.decode(codes)
+        if self.fmt == "mixfp4":
+            flags = self.format_map().repeat_interleave(self.block_size, dim=-1)
+            v_e1m2 = E1M2.decode(codes) * E1M2_MULTIPLIER[self.e1m2_mode]
+            v = torch.where(flags, v_e1m2, v)
+        return v
+
+    def stats(self, reference: torch.Tensor | None = None) -> dict[str, float]:
+        """``e1m2_fraction`` and, given the original tensor, ``mse`` and ``sqnr_db``."""
+        out = {
+            "e1m2_fraction": float(self.format_map().float().mean()) if self.scales.numel() else 0.0
+        }
+        if reference is not None:
+            from mixfp4.quantize import dequantize
+
+            ref = reference.detach().float()
+            err = (dequantize(self) - ref).double()
+            mse = float(err.pow(2).mean())
+            signal = float(ref.double().pow(2).mean())
+            out["mse"] = mse
+            out["sqnr_db"] = 10 * math.log10(signal / mse) if mse > 0 else math.inf
+        return out
+
+    @property
+    def bits_per_element(self) -> float:
+        """Storage per original element: 4 bits + 8 / block_size (+ the tensor scale, amortised)."""
+        n = math.prod(self.shape)
+        total = self.codes.numel() * 8 + self.scales.numel() * 8 + 32
+        return total / n if n else math.nan
+
+    # -- movement and export -------------------------------------------------------------------
+    def to(self, device: torch.device | str) -> MX4Packed:
+        return dataclasses.replace(
+            self,
+            codes=self.codes.to(device),
+            scales=self.scales.to(device),
+            tensor_scale=self.tensor_scale.to(device),
+        )
+
+    def tensors(self, prefix: str = "") -> dict[str, torch.Tensor]:
+        """The three tensors under ``prefix`` + ``codes`` / ``scales`` / ``tensor_scale``."""
+        return {
+            f"{prefix}codes": self.codes.contiguous(),
+            f"{prefix}scales": self.scales.contiguous(),
+            f"{prefix}tensor_scale": self.tensor_scale.reshape(()).float().contiguous(),
+        }
+
+    def metadata(self) -> dict[str, Any]:
+        """JSON-serialisable attributes that, with :meth:`tensors`, rebuild the container."""
+        return {
+            "shape": list(self.shape),
+            "block_size": self.block_size,
+            "fmt": self.fmt,
+            "e1m2_mode": self.e1m2_mode,
+        }
+
+    @classmethod
+    def from_parts(
+        cls, tensors: dict[str, torch.Tensor], metadata: dict[str, Any], prefix: str = ""
+    ) -> MX4Packed:
+        """Inverse of :meth:`tensors` + :meth:`metadata`."""
+        return cls(
+            codes=tensors[f"{prefix}codes"],
+            scales=tensors[f"{prefix}scales"],
+            tensor_scale=tensors[f"{prefix}tensor_scale"],
+            shape=tuple(metadata["shape"]),
+            block_size=int(metadata["block_size"]),
+            fmt=metadata["fmt"],
+            e1m2_mode=metadata.get("e1m2_mode", "int"),
+        )
+
+    def equal(self, other: MX4Packed) -> bool:
+        """Bit-for-bit equality of every tensor and attribute."""
+        return (
+            self.metadata() == other.metadata()
+            and torch.equal(self.codes, other.codes)
+            and torch.equal(self.scales, other.scales)
+            and torch.equal(
+                self.tensor_scale.reshape(()).view(torch.int32),
+                other.tensor_scale.reshape(()).view(torch.int32),
+            )
+        )

@@ -1,0 +1,489 @@
+"""NVFP4, MXFP4 and MixFP4 quantization into :class:`~mixfp4.packed.MX4Packed`, and decoding.
+
+NVFP4 (torchao ``_nvfp4_quantize`` order of operations, ModelOpt zero-block rule by default)::
+
+    s_t = amax(|X|) / (448 · 6)
+    s_b = E4M3_RNE(clamp((amax_b / 6) / s_t, lo, 448))          per 16-element block
+    q   = E2M1_RNE(clamp(x / (s_t · s_b), -6, 6));   x̂ = q · (s_t · s_b)
+
+MixFP4 computes a second candidate per block on the uniform grid (E1M2 read as the integers 0..7, block
+scale ``(amax_b / 7) / s_t``), keeps the candidate with the smaller block error (ties keep E2M1, i.e.
+NVFP4) and records the choice in bit 7 of the scale byte. With the same tensor scale the E2M1
+candidate *is* the NVFP4 block, so every block's error is at most NVFP4's.
+
+MXFP4 (OCP MX v1.0): 32-element blocks, power-of-two scale ``2^(floor(log2 amax_b) - 2)`` (E8M0),
+elements ``E2M1_RNE(clamp(x / scale, -6, 6))``, no tensor scale.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from mixfp4.formats import E1M2, E2M1, E4M3, E8M0, FloatFormat
+from mixfp4.packed import (
+    E1M2_MODES,
+    E1M2_MULTIPLIER,
+    FLAG,
+    FMTS,
+    NAN_POLICIES,
+    SCALE_MAGNITUDE,
+    MX4Packed,
+    pack_nibbles,
+)
+from shared_core.kernels import block_absmax, resolve_backend
+
+__all__ = [
+    "SELECTORS",
+    "dequantize",
+    "quantize",
+    "quantize_mixfp4",
+    "quantize_mxfp4",
+    "quantize_nvfp4",
+]
+
+SELECTORS: tuple[str, ...] = ("mse", "mae", "absmax")
+ROUNDINGS: tuple[str, ...] = ("rne", "stochastic")
+SCALE_MINS = {"subnormal": 2.0**-9, "normal": 2.0**-6}
+PADS: tuple[str, ...] = ("zero", "error")
+E4M3_MAX = 448.0
+_ACCEPTED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# input checks
+# ---------------------------------------------------------------------------------------------
+def _choice(name: str, value: Any, options: Sequence[Any]) -> None:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {tuple(options)}, got {value!r}")
+
+
+def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
+    """float32 view of ``x`` after the dtype, shape and NaN/Inf checks."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _ACCEPTED:
+        raise TypeError(
+            f"x must be float16, bfloat16, float32 or float64, got {x.dtype} "
+            "(integer, bool, complex and float8 inputs are not quantized)"
+        )
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ValueError(f"x needs a non-empty last dimension to block, got shape {tuple(x.shape)}")
+    _choice("nan_policy", nan_policy, NAN_POLICIES)
+    x = x.detach().float()
+    if nan_policy == "raise":
+        bad = int((~torch.isfinite(x)).sum())
+        if bad:
+            raise ValueError(
+                f"input contains NaN/Inf ({bad} values); they would poison every scale. "
+                "Clean the input or pass nan_policy='propagate' (those blocks decode to NaN)"
+            )
+    return x
+
+
+def _check_block_size(block_size: Any, standard: int, strict: bool, fmt: str) -> int:
+    if not isinstance(block_size, int) or isinstance(block_size, bool):
+        raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
+    if block_size == standard:
+        return block_size
+    if strict:
+        raise ValueError(
+            f"{fmt} uses block_size={standard}, got {block_size}; "
+            "pass strict=False for a non-standard block size"
+        )
+    if block_size < 2 or block_size % 2:
+        raise ValueError(f"block_size must be an even int >= 2, got {block_size}")
+    warnings.warn(
+        f"block_size={block_size} is not {fmt}-compatible (hardware uses {standard})",
+        UserWarning,
+        stacklevel=3,
+    )
+    return block_size
+
+
+def _pad(x: torch.Tensor, block_size: int, pad: str) -> torch.Tensor:
+    _choice("pad", pad, PADS)
+    k = x.shape[-1]
+    rem = k % block_size
+    if not rem:
+        return x
+    if pad == "error":
+        raise ValueError(f"last dimension {k} is not a multiple of block_size={block_size}")
+    return torch.nn.functional.pad(x, (0, block_size - rem))
+
+
+def _finite_part(x: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``x`` with non-finite values zeroed, and the per-block mask of blocks that held any."""
+    finite = torch.isfinite(x)
+    if bool(finite.all()):
+        return x, None
+    bad = (~finite).reshape(*x.shape[:-1], -1, block_size).any(dim=-1)
+    return torch.where(finite, x, torch.zeros((), dtype=x.dtype)), bad
+
+
+def _tensor_scale(
+    x: torch.Tensor, tensor_scale: Any, denominator: float
+) -> tuple[torch.Tensor, bool]:
+    """The FP32 tensor scale (a multiplier) and whether the caller supplied it."""
+    if tensor_scale is not None:
+        value = torch.as_tensor(tensor_scale, dtype=torch.float32, device=x.device).reshape(())
+        v = float(value)
+        if not math.isfinite(v) or v <= 0:
+            raise ValueError(f"tensor_scale must be a finite positive number, got {v!r}")
+        return value, True
+    amax = x.abs().amax() if x.numel() else torch.zeros((), device=x.device)
+    scale = amax.float() / denominator
+    if float(amax) == 0:
+        # An all-zero tensor: any scale decodes to zero; 1.0 keeps every number finite.
+        scale = torch.ones((), dtype=torch.float32, device=x.device)
+    elif float(scale) == 0:
+        # amax so small that amax / 2688 underflows: the smallest normal keeps the division finite.
+        scale = torch.full((), torch.finfo(torch.float32).tiny, device=x.device)
+    return scale, False
+
+
+# ---------------------------------------------------------------------------------------------
+# the maths of one candidate
+# ---------------------------------------------------------------------------------------------
+def e4m3_block_scale(raw: torch.Tensor, scale_min: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """E4M3 byte and float32 value of block scales ``raw`` (float32, non-negative).
+
+    ``scale_min="subnormal"`` (ModelOpt): an all-zero block gets scale 1.0, others clamp to
+    ``[2^-9, 448]``; ``"normal"`` (torchao): clamp to ``[2^-6, 448]``. Clamping to 448 *before* the cast
+    is what keeps NaN bytes (0x7F) out of the scales.
+    """
+    if scale_min == "subnormal":
+        raw = torch.where(raw == 0, torch.ones((), dtype=raw.dtype, device=raw.device), raw)
+    clamped = raw.clamp(SCALE_MINS[scale_min], E4M3_MAX)
+    byte = E4M3.encode(clamped)
+    return byte, E4M3.decode(byte)
+
+
+def _round_elements(
+    scaled: torch.Tensor, fmt: FloatFormat, noise: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sign-magnitude 4-bit codes and their values for ``scaled`` already inside ``fmt``'s range."""
+    a = scaled.abs()
+    mag = fmt.encode_magnitude(a) if noise is None else fmt.stochastic_magnitude(a, noise)
+    negative = (scaled < 0) & (mag != 0)
+    codes = (mag | (negative.long() << 3)).to(torch.uint8)
+    return codes, fmt.decode(codes)
+
+
+def quantize_candidate(
+    blocks: torch.Tensor,
+    amax: torch.Tensor,
+    s_t: torch.Tensor,
+    fmt: FloatFormat,
+    multiplier: float,
+    scale_min: str,
+    noise: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """Quantize ``blocks`` ``[..., nb, B]`` on the grid ``multiplier · fmt`` with E4M3 block scales.
+
+    Returns the scale ``byte`` and ``raw`` scale ``[..., nb]``, ``codes`` ``[..., nb, B]`` and the
+    dequantized ``xhat`` computed exactly as :func:`dequantize` does (so block errors agree bit for bit).
+    """
+    grid = fmt.max * multiplier
+    raw = (amax / grid) / s_t
+    byte, s_b = e4m3_block_scale(raw, scale_min)
+    total = (s_t * s_b).unsqueeze(-1)
+    scaled = (blocks / total).clamp(-grid, grid) / multiplier
+    codes, v = _round_elements(scaled, fmt, noise)
+    xhat = (v * multiplier) * total
+    return {"byte": byte, "raw": raw, "codes": codes, "xhat": xhat}
+
+
+def block_error(diff: torch.Tensor, selector: str) -> torch.Tensor:
+    """Per-block error of ``diff`` ``[..., nb, B]`` in float64: sum of squares, of |·|, or max |·|."""
+    d = diff.double()
+    if selector == "mse":
+        return d.square().sum(-1)
+    if selector == "mae":
+        return d.abs().sum(-1)
+    return d.abs().amax(-1)
+
+
+def _saturation_warning(count: int, n_blocks: int) -> None:
+    if count:
+        warnings.warn(
+            f"{count} of {n_blocks} blocks saturated the E4M3 block scale (448): tensor_scale is "
+            "too small for them (calibrated on smaller data?); their values were clipped",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# NVFP4 / MixFP4
+# ---------------------------------------------------------------------------------------------
+def _mixfp4_reference(
+    x: torch.Tensor,
+    *,
+    block_size: int,
+    s_t: torch.Tensor,
+    selector: str,
+    use: tuple[bool, bool],
+    e1m2_mode: str,
+    scale_min: str,
+    noise: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pure-torch MixFP4 on padded finite float32 ``x``: element codes, scale bytes, saturated mask."""
+    amax = block_absmax(x, block_size, backend="torch")
+    blocks = x.reshape(*x.shape[:-1], -1, block_size)
+    if noise is not None:
+        noise = noise.reshape(blocks.shape)
+    use_e2m1, use_e1m2 = use
+    a = quantize_candidate(blocks, amax, s_t, E2M1, 1.0, scale_min, noise) if use_e2m1 else None
+    b = (
+        quantize_candidate(blocks, amax, s_t, E1M2, E1M2_MULTIPLIER[e1m2_mode], scale_min, noise)
+        if use_e1m2
+        else None
+    )
+    if a is None or b is None:
+        only = a if b is None else b
+        assert only is not None
+        pick = torch.full(amax.shape, b is not None, dtype=torch.bool, device=x.device)
+        codes, byte, raw = only["codes"], only["byte"], only["raw"]
+    else:
+        # Strictly better only: a tie keeps E2M1, so exact-NVFP4 blocks stay NVFP4.
+        pick = block_error(b["xhat"] - blocks, selector) < block_error(a["xhat"] - blocks, selector)
+        codes = torch.where(pick.unsqueeze(-1), b["codes"], a["codes"])
+        byte = torch.where(pick, b["byte"], a["byte"])
+        raw = torch.where(pick, b["raw"], a["raw"])
+    byte = byte | (pick.to(torch.uint8) * FLAG)
+    return codes.reshape(x.shape), byte, raw > E4M3_MAX
+
+
+def quantize_mixfp4(
+    x: torch.Tensor,
+    *,
+    block_size: int = 16,
+    tensor_scale: float | torch.Tensor | None = None,
+    selector: str = "mse",
+    formats: Sequence[str] = ("e2m1", "e1m2"),
+    e1m2_mode: str = "int",
+    scale_min: str = "subnormal",
+    rounding: str = "rne",
+    generator: torch.Generator | None = None,
+    pad: str = "zero",
+    nan_policy: str = "raise",
+    strict: bool = True,
+    backend: str = "auto",
+) -> MX4Packed:
+    """Quantize ``x`` along its last dim to MixFP4: per 16-block the better of E2M1 and E1M2.
+
+    Args:
+        x: float16/bfloat16/float32/float64 tensor, quantized along the last (reduction) dim.
+        block_size: 16 (the NVFP4 hardware block); others need ``strict=False``.
+        tensor_scale: FP32 multiplier ``s_t``; default ``amax(|x|) / (448·6)`` (``/(448·1.75)`` in
+            ``e1m2_mode="frac"``), or 1.0 for an all-zero tensor. Pass a calibrated value for
+            static activation scales; blocks whose scale then exceeds 448 are clipped with a warning.
+        selector: block error that picks the candidate: ``"mse"`` (sum of squares), ``"mae"``,
+            ``"absmax"`` (largest error). Ties keep E2M1.
+        formats: candidate element formats; ``("e2m1",)`` gives NVFP4 bits, ``("e1m2",)`` pure INT4.
+        e1m2_mode: ``"int"`` reads E1M2 as the integers 0..7 with block scale ``amax_b / 7``;
+            ``"frac"`` uses the E1M2 values 0..1.75 with a tensor scale shrunk by 1.75 / 6.
+        scale_min: ``"subnormal"`` (ModelOpt: clamp at 2^-9, zero blocks scale 1.0) or
+            ``"normal"`` (torchao: clamp at 2^-6).
+        rounding: ``"rne"`` (round to nearest, ties to even) or ``"stochastic"`` (for QAT
+            gradients; uses ``generator``).
+        pad: ``"zero"`` pads a last dim that is not a multiple of ``block_size``; ``"error"`` raises.
+        nan_policy: ``"raise"`` on NaN/Inf; ``"propagate"`` gives their blocks the NaN scale byte 0x7F.
+        backend: ``"torch"`` (the reference), ``"triton"`` (fused kernel) or ``"auto"``.
+    """
+    x = _check_input(x, nan_policy)
+    block_size = _check_block_size(block_size, 16, strict, "MixFP4")
+    _choice("selector", selector, SELECTORS)
+    _choice("e1m2_mode", e1m2_mode, E1M2_MODES)
+    _choice("scale_min", scale_min, tuple(SCALE_MINS))
+    _choice("rounding", rounding, ROUNDINGS)
+    formats = tuple(formats)
+    if not formats or any(f not in ("e2m1", "e1m2") for f in formats):
+        raise ValueError(f"formats must be a non-empty subset of ('e2m1', 'e1m2'), got {formats!r}")
+    use = ("e2m1" in formats, "e1m2" in formats)
+    shape = tuple(x.shape)
+    xp, bad_blocks = _finite_part(_pad(x, block_size, pad), block_size)
+    frac = e1m2_mode == "frac" and use[1]
+    s_t, user_scale = _tensor_scale(xp, tensor_scale, E4M3_MAX * (1.75 if frac else 6.0))
+    noise = None
+    if rounding == "stochastic":
+        noise = torch.rand(xp.shape, generator=generator, device=xp.device)
+
+    if resolve_backend(backend, xp) == "triton" and noise is None:
+        from mixfp4.kernels import mixfp4_quantize_triton
+
+        codes, byte, saturated = mixfp4_quantize_triton(
+            xp, s_t, block_size, selector, use, E1M2_MULTIPLIER[e1m2_mode], scale_min
+        )
+    else:
+        codes, byte, saturated = _mixfp4_reference(
+            xp,
+            block_size=block_size,
+            s_t=s_t,
+            selector=selector,
+            use=use,
+            e1m2_mode=e1m2_mode,
+            scale_min=scale_min,
+            noise=noise,
+        )
+    if user_scale:
+        _saturation_warning(int(saturated.sum()), saturated.numel())
+    if bad_blocks is not None:
+        byte = torch.where(bad_blocks, torch.tensor(SCALE_MAGNITUDE, dtype=torch.uint8), byte)
+        codes = codes.masked_fill(bad_blocks.repeat_interleave(block_size, dim=-1), 0)
+    return MX4Packed(
+        codes=pack_nibbles(codes),
+        scales=byte,
+        tensor_scale=s_t.reshape(()).clone(),
+        shape=shape,
+        block_size=block_size,
+        fmt="mixfp4",
+        e1m2_mode=e1m2_mode,
+    )
+
+
+def quantize_nvfp4(
+    x: torch.Tensor,
+    *,
+    block_size: int = 16,
+    tensor_scale: float | torch.Tensor | None = None,
+    scale_min: str = "subnormal",
+    rounding: str = "rne",
+    generator: torch.Generator | None = None,
+    pad: str = "zero",
+    nan_policy: str = "raise",
+    strict: bool = True,
+    backend: str = "auto",
+) -> MX4Packed:
+    """Quantize ``x`` along its last dim to NVFP4 (E2M1 elements, E4M3 scales per 16, FP32 tensor scale).
+
+    Bit-compatible with torchao's ``_nvfp4_quantize`` with ``scale_min="normal"`` and the same
+    ``tensor_scale``; the default ``"subnormal"`` follows ModelOpt. Arguments as
+    :func:`quantize_mixfp4`.
+    """
+    packed = quantize_mixfp4(
+        x,
+        block_size=block_size,
+        tensor_scale=tensor_scale,
+        formats=("e2m1",),
+        scale_min=scale_min,
+        rounding=rounding,
+        generator=generator,
+        pad=pad,
+        nan_policy=nan_policy,
+        strict=strict,
+        backend=backend,
+    )
+    return MX4Packed(
+        codes=packed.codes,
+        scales=packed.scales,
+        tensor_scale=packed.tensor_scale,
+        shape=packed.shape,
+        block_size=packed.block_size,
+        fmt="nvfp4",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# MXFP4
+# ---------------------------------------------------------------------------------------------
+def mx_shared_exponent(amax: torch.Tensor, scale_rounding: str) -> torch.Tensor:
+    """E8M0 exponent per block: ``floor(log2 amax) - 2`` (OCP) or ``ceil(log2(amax / 6))`` (no clip).
+
+    ``frexp`` gives ``floor(log2)`` exactly (``log2`` in float can round up just below a power of two).
+    A zero block takes the lowest exponent, as microxcaling does.
+    """
+    amax = amax.float()
+    if scale_rounding == "floor":
+        mantissa, exp = torch.frexp(amax)
+        shared = exp.long() - 1 - 2
+    else:
+        mantissa, exp = torch.frexp(amax / E2M1.max)
+        shared = exp.long() - (mantissa == 0.5).long()
+    shared = torch.where(amax == 0, torch.full_like(shared, -127), shared)
+    return shared.clamp(-127, 127)
+
+
+def quantize_mxfp4(
+    x: torch.Tensor,
+    *,
+    block_size: int = 32,
+    scale_rounding: str = "floor",
+    rounding: str = "rne",
+    generator: torch.Generator | None = None,
+    pad: str = "zero",
+    nan_policy: str = "raise",
+    strict: bool = True,
+) -> MX4Packed:
+    """Quantize ``x`` along its last dim to MXFP4 (E2M1 elements, E8M0 scale per 32, no tensor scale).
+
+    ``scale_rounding="floor"`` is the OCP MX v1.0 rule (values above ``6 · 2^e`` saturate);
+    ``"ceil"`` rounds the scale up so that nothing clips (fouroversix, torchao RCEIL-like).
+    """
+    x = _check_input(x, nan_policy)
+    block_size = _check_block_size(block_size, 32, strict, "MXFP4")
+    _choice("scale_rounding", scale_rounding, ("floor", "ceil"))
+    _choice("rounding", rounding, ROUNDINGS)
+    shape = tuple(x.shape)
+    xp, bad_blocks = _finite_part(_pad(x, block_size, pad), block_size)
+    amax = block_absmax(xp, block_size, backend="torch")
+    exp = mx_shared_exponent(amax, scale_rounding)
+    scale = torch.pow(2.0, exp.double()).float().unsqueeze(-1)
+    blocks = xp.reshape(*xp.shape[:-1], -1, block_size)
+    scaled = (blocks / scale).clamp(-E2M1.max, E2M1.max)
+    noise = None
+    if rounding == "stochastic":
+        noise = torch.rand(scaled.shape, generator=generator, device=xp.device)
+    codes, _ = _round_elements(scaled, E2M1, noise)
+    byte = E8M0.encode_exponent(exp)
+    if bad_blocks is not None:
+        byte = torch.where(bad_blocks, torch.tensor(E8M0.nan_byte, dtype=torch.uint8), byte)
+        codes = codes.masked_fill(bad_blocks.unsqueeze(-1), 0)
+    return MX4Packed(
+        codes=pack_nibbles(codes.reshape(xp.shape)),
+        scales=byte,
+        tensor_scale=torch.ones((), dtype=torch.float32, device=xp.device),
+        shape=shape,
+        block_size=block_size,
+        fmt="mxfp4",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# one entry point, and decoding
+# ---------------------------------------------------------------------------------------------
+def quantize(x: torch.Tensor, fmt: str = "mixfp4", **kwargs: Any) -> MX4Packed:
+    """``quantize_<fmt>(x, **kwargs)`` for ``fmt`` in ``"mixfp4" | "nvfp4" | "mxfp4"``."""
+    _choice("fmt", fmt, FMTS)
+    fn = {"mixfp4": quantize_mixfp4, "nvfp4": quantize_nvfp4, "mxfp4": quantize_mxfp4}[fmt]
+    return fn(x, **kwargs)
+
+
+def dequantize(
+    packed: MX4Packed, dtype: torch.dtype = torch.float32, *, nan_policy: str = "raise"
+) -> torch.Tensor:
+    """Decode ``packed`` to a ``dtype`` tensor of its original shape: ``x̂ = v · (s_t · s_b)``.
+
+    A NaN scale byte (E4M3 0x7F/0xFF, E8M0 0xFF) raises ``ValueError`` unless
+    ``nan_policy="propagate"``, which decodes those blocks to NaN.
+    """
+    if not isinstance(packed, MX4Packed):
+        raise TypeError(f"dequantize expects an MX4Packed, got {type(packed).__name__}")
+    _choice("nan_policy", nan_policy, NAN_POLICIES)
+    if nan_policy == "raise":
+        n_nan = int(packed.nan_blocks().sum())
+        if n_nan:
+            raise ValueError(
+                f"NaN scale byte in {n_nan} blocks (0x7F/0xFF); decode with nan_policy='propagate' "
+                "to get NaN there"
+            )
+    v = packed.element_values()
+    v = v.reshape(*v.shape[:-1], -1, packed.block_size)
+    total = (packed.tensor_scale.reshape(()).float() * packed.block_scales()).unsqueeze(-1)
+    xhat = (v * total).reshape(*v.shape[:-2], packed.padded_k)
+    return xhat[..., : packed.shape[-1]].to(dtype)
