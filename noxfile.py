@@ -115,7 +115,9 @@ def fast(session: nox.Session) -> None:
     _install(session, *_editable([CORE, *METHODS]))
     _assert_cpu_torch(session)
     tests = [f"packages/{folder}/tests" for folder in PACKAGES]
-    _pytest(session, "fast", *tests, "-m", "not slow and not gpu and not triton", "-q")
+    _pytest(
+        session, "fast", *tests, "shared/scripts", "-m", "not slow and not gpu and not triton", "-q"
+    )
 
 
 @nox.session
