@@ -1,0 +1,117 @@
+"""The exact constrained distribution of an enumerable (LM, constraint) pair, and distances to it.
+
+These are the oracles of the tests and of the exactness reproduction: enumerate every valid string
+of at most ``max_new_tokens`` tokens with its model probability, normalise, and compare empirical
+sample frequencies by total variation and KL divergence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from cars_sampling.constraints import Constraint
+from cars_sampling.lm import NextTokenLM
+from cars_sampling.tempering import transform_logprobs
+
+
+@dataclasses.dataclass(frozen=True)
+class ExactDistribution:
+    """``probs[w]``: P(w | w ∈ L) for every valid token tuple w (EOS excluded); ``mass`` = P(L)."""
+
+    probs: dict[tuple[int, ...], float]
+    mass: float
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+        """``n`` i.i.d. draws (the noise-floor reference)."""
+        keys = list(self.probs)
+        p = np.array([self.probs[k] for k in keys])
+        return [keys[i] for i in rng.choice(len(keys), size=n, p=p / p.sum())]
+
+
+def exact_distribution(
+    lm: NextTokenLM,
+    constraint: Constraint,
+    *,
+    max_new_tokens: int,
+    prompt: Sequence[int] = (),
+    temperature: float = 1.0,
+    max_strings: int = 1_000_000,
+) -> ExactDistribution:
+    """Enumerate the valid strings by depth-first search over allowed tokens.
+
+    Same semantics as the sampler: a string ends with an EOS in an accepting state, or is cut at
+    ``max_new_tokens`` tokens and is valid if the constraint then accepts. Raises ``ValueError``
+    past ``max_strings`` valid strings (the pair is not enumerable).
+    """
+    probs: dict[tuple[int, ...], float] = {}
+    eos = constraint.eos_token_ids
+
+    def replay(prefix: tuple[int, ...]) -> None:
+        constraint.reset()
+        for t in prefix:
+            if not constraint.advance(t):
+                raise AssertionError(f"allowed prefix {prefix} was rejected on replay")
+
+    stack: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
+    while stack:
+        prefix, lp = stack.pop()
+        replay(prefix)
+        allowed = constraint.allowed_mask().nonzero().flatten().tolist()
+        logp = transform_logprobs(lm.logprobs([*prompt, *prefix]), temperature).to(torch.float64)
+        for tok in allowed:
+            lp_tok = lp + float(logp[tok])
+            if lp_tok == -math.inf:
+                continue
+            if tok in eos:
+                probs[prefix] = probs.get(prefix, 0.0) + math.exp(lp_tok)
+            elif len(prefix) + 1 == max_new_tokens:
+                replay(prefix)
+                if constraint.advance(tok) and constraint.is_accepting():
+                    probs[(*prefix, tok)] = math.exp(lp_tok)
+            else:
+                stack.append(((*prefix, tok), lp_tok))
+            if len(probs) > max_strings:
+                raise ValueError(
+                    f"more than max_strings={max_strings} valid strings: not enumerable"
+                )
+    mass = sum(probs.values())
+    if mass > 0:
+        probs = {w: p / mass for w, p in probs.items()}
+    return ExactDistribution(probs=probs, mass=mass)
+
+
+def empirical(samples: Iterable[Sequence[int]]) -> dict[tuple[int, ...], float]:
+    """Relative frequencies of token sequences."""
+    counts = Counter(tuple(s) for s in samples)
+    n = sum(counts.values())
+    return {w: c / n for w, c in counts.items()}
+
+
+def total_variation(
+    p: Mapping[tuple[int, ...], float], q: Mapping[tuple[int, ...], float]
+) -> float:
+    """½ Σ |p − q| over the union of supports."""
+    return 0.5 * sum(abs(p.get(w, 0.0) - q.get(w, 0.0)) for w in set(p) | set(q))
+
+
+def kl_divergence(p: Mapping[tuple[int, ...], float], q: Mapping[tuple[int, ...], float]) -> float:
+    """KL(p ‖ q) in nats; infinite when p puts mass where q has none."""
+    out = 0.0
+    for w, pw in p.items():
+        if pw > 0:
+            qw = q.get(w, 0.0)
+            if qw <= 0:
+                return math.inf
+            out += pw * math.log(pw / qw)
+    return out
+
+
+def entropy(p: Mapping[tuple[int, ...], float]) -> float:
+    """Shannon entropy in nats."""
+    return -sum(x * math.log(x) for x in p.values() if x > 0)
