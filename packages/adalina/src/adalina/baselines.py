@@ -1,0 +1,345 @@
+"""The paper's baselines, under the same ``approximate(budget, game)`` interface and budget rules.
+
+* :class:`ShapIQ` (order 1, any semi-value; Fumagalli et al. 2023): kernel sizes
+  ``q_s ∝ 1/(s(n-s))`` and ``γ = U(∅)``, written in its closed form.
+* :class:`KernelSHAPUnbiased` (Covert & Lee 2021, Eq. 9; Shapley only): the constrained regression
+  solution with the exact ``A = E[z z^T]`` and a sampled ``b``.
+* :class:`MSR` (Wang & Jia 2023; weighted Banzhaf only): ``S ~ Bernoulli(p)^n``,
+  ``phi_i = mean(U | i ∈ S) - mean(U | i ∉ S)``.
+* :class:`AME` (Lin et al. 2022): ``t ~ Beta(β, α)`` (``t = p`` for weighted Banzhaf),
+  ``S ~ Bernoulli(t)^n``, ``a_i = U/t`` if ``i ∈ S`` else ``-U/(1-t)``.
+* :class:`OFA` (Li & Yu 2024, one sample fits all): Adalina's sizes, stratified means per
+  (player, size): O(n^2) memory.
+* :class:`PermutationSampling` (Castro et al. 2009; Shapley only): ``n - 1`` queries per permutation
+  plus the two extremes once.
+
+:class:`~adalina.estimators.MSRProb` and the fixed-γ :class:`~adalina.estimators.LinearApprox` live
+in :mod:`adalina.estimators`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adalina.estimators import (
+    LinearSpaceEstimator,
+    NotFittedError,
+    RandomState,
+    SemiValueApproximator,
+)
+from adalina.sampling import draw_coalitions, kernel_size_distribution, sampling_distribution
+from adalina.semivalues import SemiValue, SemiValueLike, check_n_players
+
+
+def _require(sv: SemiValue, kind: str, estimator: str) -> None:
+    if sv.kind != kind:
+        raise ValueError(f"{estimator} is defined for the {kind} value only, got {sv.name}")
+
+
+class _ExtremesMixin:
+    """Keeps ``U(∅)`` and ``U([n])`` (centred by the first utility seen) and drops them from a batch."""
+
+    _n: int
+    _u_empty: float | None
+    _u_full: float | None
+    _ref: float | None
+
+    def _take_extremes(
+        self, masks: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if self._ref is None and values.size:
+            self._ref = float(values[0])
+        centred = values - (self._ref or 0.0)
+        sizes = masks.sum(axis=1)
+        empty, full = sizes == 0, sizes == self._n
+        if empty.any():
+            self._u_empty = float(centred[empty][-1])
+        if full.any():
+            self._u_full = float(centred[full][-1])
+        keep = ~(empty | full)
+        return masks[keep], centred[keep]
+
+    def _extremes(self) -> tuple[float, float]:
+        if self._u_empty is None or self._u_full is None:
+            raise NotFittedError("U(∅) and U([n]) have not been queried yet")
+        return self._u_empty, self._u_full
+
+
+class ShapIQ(LinearSpaceEstimator):
+    """SHAP-IQ for order 1 (any semi-value): ``a_i = 2 H_{n-1} (n-s) w_{s-1}`` if ``i ∈ S``,
+    ``-2 H_{n-1} s w_s`` otherwise, ``γ = U(∅)``, sizes ``q_s ∝ 1/(s(n-s))``."""
+
+    name = "shap-iq"
+
+    def __init__(
+        self,
+        n: int,
+        semivalue: SemiValueLike = "shapley",
+        *,
+        batch_size: int = 100,
+        random_state: RandomState = None,
+    ) -> None:
+        super().__init__(
+            n, semivalue, gamma="empty", batch_size=batch_size, random_state=random_state
+        )
+
+    def _q(self) -> np.ndarray:
+        return kernel_size_distribution(self._n)
+
+    def _coefficients(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = self._n
+        w = self._sv.weights(n)
+        harmonic = float(np.sum(1.0 / np.arange(1, n)))
+        s = np.arange(1, n)
+        inside = np.zeros(n + 1)
+        outside = np.zeros(n + 1)
+        inside[s] = 2 * harmonic * (n - s) * w[s - 1]
+        outside[s] = 2 * harmonic * s * w[s]
+        return inside, outside
+
+
+class KernelSHAPUnbiased(_ExtremesMixin, SemiValueApproximator):
+    """Unbiased KernelSHAP (Covert & Lee 2021): Shapley value only, O(n) state.
+
+    ``phi = A^{-1}(b - 1 (1ᵀA^{-1}b - (U([n]) - U(∅))) / 1ᵀA^{-1}1)`` with ``A = E[z zᵀ]`` known in
+    closed form under the Shapley-kernel distribution and ``b = mean z (U(z) - U(∅))`` sampled.
+    """
+
+    name = "kernelshap-unbiased"
+
+    def _validate(self) -> None:
+        super()._validate()
+        _require(self._sv, "shapley", "unbiased KernelSHAP")
+        n = self._n
+        self._size_q = kernel_size_distribution(n)
+        s = np.arange(1, n, dtype=float)
+        p_one = float(np.sum(self._size_q * s / n))
+        p_two = float(np.sum(self._size_q * s * (s - 1) / (n * (n - 1))))
+        # A = (p_one - p_two) I + p_two 11ᵀ; Sherman-Morrison gives A^{-1} in O(n).
+        self._diag, self._off = p_one - p_two, p_two
+
+    def _solve(self, v: np.ndarray) -> np.ndarray:
+        return (v - self._off * v.sum() / (self._diag + self._n * self._off)) / self._diag
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._ref, self._u_empty, self._u_full = None, None, None
+        self._sum_z = np.zeros(self._n)
+        self._sum_zu = np.zeros(self._n)
+        self._m = 0
+
+    def _draw(self, k: int) -> np.ndarray:
+        return draw_coalitions(self._rng, k, self._n, self._size_q, np.arange(1, self._n))
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        masks, centred = self._take_extremes(masks, values)
+        self._sum_z += masks.sum(axis=0)
+        self._sum_zu += centred @ masks
+        self._m += masks.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        u_empty, u_full = self._extremes()
+        if self._m == 0:
+            raise NotFittedError("no sampled coalition seen yet")
+        b = (self._sum_zu - u_empty * self._sum_z) / self._m
+        a_inv_b = self._solve(b)
+        a_inv_1 = self._solve(np.ones(self._n))
+        return a_inv_b - a_inv_1 * (a_inv_b.sum() - (u_full - u_empty)) / a_inv_1.sum()
+
+
+class MSR(SemiValueApproximator):
+    """Maximum sample reuse for weighted Banzhaf values: every query informs every player.
+
+    A player never seen inside (or outside) a sampled coalition gets the overall mean utility for
+    that side, so the estimate exists from the first query on.
+    """
+
+    name = "msr"
+    n_extreme_queries = 0
+
+    def _validate(self) -> None:
+        super()._validate()
+        _require(self._sv, "banzhaf", "MSR")
+
+    @property
+    def min_budget(self) -> int:
+        return 2
+
+    def _reset(self) -> None:
+        super()._reset()
+        n = self._n
+        self._ref: float | None = None
+        self._sum_in, self._cnt_in = np.zeros(n), np.zeros(n)
+        self._sum_all, self._m = 0.0, 0
+
+    def _draw(self, k: int) -> np.ndarray:
+        return self._rng.random((k, self._n)) < self._sv.p
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        if self._ref is None:
+            self._ref = float(values[0])
+        centred = values - self._ref
+        self._sum_in += centred @ masks
+        self._cnt_in += masks.sum(axis=0)
+        self._sum_all += float(centred.sum())
+        self._m += masks.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        mean_all = self._sum_all / self._m
+        cnt_out = self._m - self._cnt_in
+        sum_out = self._sum_all - self._sum_in
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_in = np.where(self._cnt_in > 0, self._sum_in / self._cnt_in, mean_all)
+            mean_out = np.where(cnt_out > 0, sum_out / cnt_out, mean_all)
+        return mean_in - mean_out
+
+
+class AME(SemiValueApproximator):
+    """Average marginal effect estimator (linear form of the official ``linearAME``), ``γ = 0``.
+
+    Its variance is infinite for the Shapley value (``E[1/t]`` diverges for ``t ~ U(0, 1)``): a
+    baseline, not a recommendation.
+    """
+
+    name = "ame"
+    n_extreme_queries = 0
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._sum_au = np.zeros(self._n)
+        self._m = 0
+
+    def _draw(self, k: int) -> np.ndarray:
+        sv = self._sv
+        if sv.kind == "banzhaf":
+            t = np.full(k, sv.p)
+        elif sv.kind == "shapley":
+            t = self._rng.uniform(size=k)
+        else:
+            t = self._rng.beta(sv.beta, sv.alpha, size=k)
+        # t of exactly 0 or 1 has probability zero but appears in floating point for extreme
+        # Beta parameters; keep 1/t finite.
+        t = np.clip(t, 1e-12, 1 - 1e-12)
+        self._pending_t = t
+        return self._rng.random((k, self._n)) < t[:, None]
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        t = self._pending_t[: masks.shape[0]]
+        a = np.where(masks, 1.0 / t[:, None], -1.0 / (1.0 - t[:, None]))
+        self._sum_au += values @ a
+        self._m += masks.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        return self._sum_au / self._m
+
+
+class OFA(_ExtremesMixin, SemiValueApproximator):
+    """One-sample-fits-all: Adalina's size distribution, stratified per (player, size) means.
+
+    ``phi_i = sum_s [w_{s-1} mean(U | i ∈ S, |S| = s) - w_s mean(U | i ∉ S, |S| = s)]`` with the two
+    extreme utilities exact. An empty stratum takes the mean of all sampled utilities. O(n^2) state.
+    """
+
+    name = "ofa"
+
+    def _validate(self) -> None:
+        super()._validate()
+        self._size_q = sampling_distribution(self._n, self._sv)
+        self._w = self._sv.weights(self._n)
+
+    def _reset(self) -> None:
+        super()._reset()
+        n = self._n
+        self._ref, self._u_empty, self._u_full = None, None, None
+        self._sum_in, self._cnt_in = np.zeros(n * (n + 1)), np.zeros(n * (n + 1))
+        self._sum_out, self._cnt_out = np.zeros(n * (n + 1)), np.zeros(n * (n + 1))
+        self._sum_all, self._m = 0.0, 0
+
+    def _draw(self, k: int) -> np.ndarray:
+        return draw_coalitions(self._rng, k, self._n, self._size_q, np.arange(1, self._n))
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        masks, centred = self._take_extremes(masks, values)
+        n, size = self._n, (self._n + 1) * self._n
+        sizes = masks.sum(axis=1)
+        # flat stratum index player * (n + 1) + size, for every (coalition, player) pair
+        flat = np.arange(n)[None, :] * (n + 1) + sizes[:, None]
+        u = np.broadcast_to(centred[:, None], masks.shape)
+        self._sum_in += np.bincount(flat[masks], u[masks], minlength=size)
+        self._cnt_in += np.bincount(flat[masks], minlength=size)
+        self._sum_out += np.bincount(flat[~masks], u[~masks], minlength=size)
+        self._cnt_out += np.bincount(flat[~masks], minlength=size)
+        self._sum_all += float(centred.sum())
+        self._m += masks.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        u_empty, u_full = self._extremes()
+        if self._m == 0:
+            raise NotFittedError("no sampled coalition seen yet")
+        n, w, fallback = self._n, self._w, self._sum_all / self._m
+        shape = (n, n + 1)
+        cnt_in, cnt_out = self._cnt_in.reshape(shape), self._cnt_out.reshape(shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_in = np.where(cnt_in > 0, self._sum_in.reshape(shape) / cnt_in, fallback)
+            mean_out = np.where(cnt_out > 0, self._sum_out.reshape(shape) / cnt_out, fallback)
+        s = np.arange(1, n)
+        phi = mean_in[:, s] @ w[s - 1] - mean_out[:, s] @ w[s]
+        return phi + w[n - 1] * u_full - w[0] * u_empty
+
+
+class PermutationSampling(_ExtremesMixin, SemiValueApproximator):
+    """Permutation sampling for the Shapley value (an extra anchor; not in the paper's comparison).
+
+    Each permutation queries its ``n - 1`` proper prefixes; ``U(∅)`` and ``U([n])`` are queried once.
+    A budget that does not divide into whole permutations leaves the remainder unspent
+    (``n_queries_ <= budget``).
+    """
+
+    name = "permutation"
+
+    @property
+    def _unit(self) -> int:  # type: ignore[override]
+        return self._n - 1
+
+    @property
+    def min_budget(self) -> int:
+        return 2 + check_n_players(self.n) - 1
+
+    def _validate(self) -> None:
+        super()._validate()
+        _require(self._sv, "shapley", "permutation sampling")
+
+    def _reset(self) -> None:
+        super()._reset()
+        n = self._n
+        self._ref, self._u_empty, self._u_full = None, None, None
+        self._acc, self._first, self._last = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._perms = 0
+
+    def _draw(self, k: int) -> np.ndarray:
+        n = self._n
+        count = k // (n - 1)
+        rank = np.argsort(np.argsort(self._rng.random((count, n)), axis=1), axis=1)
+        # prefix j (size j + 1) holds the players ranked <= j
+        masks = rank[:, None, :] <= np.arange(n - 1)[None, :, None]
+        return masks.reshape(count * (n - 1), n)
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        masks, centred = self._take_extremes(masks, values)
+        n = self._n
+        chains = masks.reshape(-1, n - 1, n)
+        v = centred.reshape(-1, n - 1)
+        # position of each player in its permutation: the player added at step j sits in n-1-j
+        # of the prefixes, the last one in none
+        rank = (n - 1) - chains.sum(axis=1)
+        steps = np.diff(v, axis=1, prepend=0.0, append=0.0)  # v_0, v_1 - v_0, ..., -v_{n-2}
+        self._acc += np.take_along_axis(steps, rank, axis=1).sum(axis=0)
+        self._first += (rank == 0).sum(axis=0)
+        self._last += (rank == n - 1).sum(axis=0)
+        self._perms += chains.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        u_empty, u_full = self._extremes()
+        if self._perms == 0:
+            raise NotFittedError("no permutation sampled yet")
+        return (self._acc + u_full * self._last - u_empty * self._first) / self._perms

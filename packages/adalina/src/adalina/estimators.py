@@ -1,0 +1,528 @@
+"""Adalina and the linear-space estimators, behind one ``approximate(budget, game)`` interface.
+
+:class:`SemiValueApproximator` runs the query loop every estimator shares: shapiq's budget semantics
+(every utility query counts, the empty and the full coalition included), batched game calls,
+checkpoints for error-versus-budget curves and ``random_state``. A subclass says which coalitions to
+query (``_draw``) and how to fold their utilities into its state (``_update``).
+
+:class:`LinearSpaceEstimator` is the paper's linear-space framework: with ``a(S)`` the sample vectors
+of :mod:`adalina.sampling` and ``m`` sampled coalitions,
+
+    phi_hat(γ) = (1/m) sum_j a(S_j) (U(S_j) - γ) + [(U([n]) - γ) w_{n-1} - (U(∅) - γ) w_0] 1,
+
+unbiased for any fixed ``γ``. :class:`Adalina` sets ``γ`` to the running mean of the sampled
+utilities, the minimiser of the dominant variance term ``n^2 Z^2 E_q[(U - γ)^2]`` (``||a(S)||`` is
+constant), keeping ``2n + 2`` floats of state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from adalina.games import GameLike, evaluate
+from adalina.sampling import (
+    draw_coalitions,
+    sample_vector_coefficients,
+    sample_vectors,
+    sampling_distribution,
+    size_support,
+)
+from adalina.semivalues import SemiValue, SemiValueLike, check_n_players
+
+RandomState = int | np.random.Generator | None
+GAMMA_RULES = ("adaptive", "zero", "midpoint", "empty")
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimate was asked for before enough coalitions were seen (as in scikit-learn)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SemiValueResult:
+    """What :meth:`SemiValueApproximator.approximate` returns.
+
+    ``trajectory[j]`` is the estimate after ``checkpoint_queries[j]`` queries (``None`` without
+    checkpoints); ``gamma`` is the control variate used (``None`` for estimators without one).
+    """
+
+    values: np.ndarray
+    n_queries: int
+    estimator: str
+    gamma: float | None = None
+    checkpoint_queries: np.ndarray | None = None
+    trajectory: np.ndarray | None = None
+
+
+def _check_random_state(random_state: RandomState) -> np.random.Generator:
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None or (
+        isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
+    ):
+        return np.random.default_rng(random_state)
+    raise TypeError(
+        f"random_state must be None, an int or a numpy Generator, got {type(random_state).__name__}"
+    )
+
+
+def _check_coalitions(coalitions: Any, values: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    masks = np.asarray(coalitions)
+    if masks.dtype != bool:
+        raise TypeError(f"coalitions must be a boolean matrix, got dtype {masks.dtype}")
+    if masks.ndim != 2 or masks.shape[1] != n:
+        raise ValueError(f"coalitions must have shape (batch, {n}), got {masks.shape}")
+    values = np.asarray(values.detach().cpu() if hasattr(values, "detach") else values, dtype=float)
+    if values.shape != (masks.shape[0],):
+        raise ValueError(
+            f"values must have shape ({masks.shape[0]},), one per coalition; got {values.shape}"
+        )
+    if not np.all(np.isfinite(values)):
+        first = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise ValueError(
+            f"non-finite value {values[first]} for coalition {np.flatnonzero(masks[first]).tolist()}"
+        )
+    return masks, values
+
+
+class SemiValueApproximator:
+    """Base class: estimates a semi-value of an ``n``-player game from ``budget`` utility queries.
+
+    Parameters are stored unchanged and checked when the estimator is used (scikit-learn style).
+    Learned attributes: ``values_``, ``n_queries_``, ``checkpoint_queries_``, ``trajectory_``.
+    """
+
+    #: queries made before the first sample (the empty and the full coalition)
+    n_extreme_queries = 2
+    #: label written to :class:`SemiValueResult`
+    name = "approximator"
+    #: queries in one sampling unit (a permutation costs n - 1); batches hold whole units
+    _unit = 1
+
+    def __init__(
+        self,
+        n: int,
+        semivalue: SemiValueLike = "shapley",
+        *,
+        batch_size: int = 100,
+        random_state: RandomState = None,
+    ) -> None:
+        self.n = n
+        self.semivalue = semivalue
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    # -- checks ------------------------------------------------------------------------------------
+    def _validate(self) -> None:
+        """Check the parameters; cache the semi-value and the player count."""
+        self._n = check_n_players(self.n)
+        self._sv = SemiValue.coerce(self.semivalue)
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size must be an int, got {type(self.batch_size).__name__}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+    @property
+    def min_budget(self) -> int:
+        """The fewest queries this estimator can run on (the extremes plus one sample)."""
+        return self.n_extreme_queries + 1
+
+    def _check_budget(self, budget: Any) -> int:
+        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
+            raise TypeError(f"budget must be an int (number of utility queries), got {budget!r}")
+        if budget < self.min_budget:
+            raise ValueError(
+                f"{type(self).__name__} needs a budget of at least {self.min_budget} queries "
+                f"(n={self._n}), got budget={budget}"
+            )
+        if budget < self._n:
+            warnings.warn(
+                f"budget={budget} is below the number of players n={self._n}: expect estimates "
+                "dominated by noise",
+                stacklevel=3,
+            )
+        return int(budget)
+
+    def _checkpoint_stops(self, budget: int, checkpoints: int | Sequence[int] | None) -> list[int]:
+        if checkpoints is None:
+            return [budget]
+        if isinstance(checkpoints, (int, np.integer)) and not isinstance(checkpoints, bool):
+            if checkpoints < 1:
+                raise ValueError(f"checkpoints must be >= 1, got {checkpoints}")
+            stops = np.linspace(budget / checkpoints, budget, int(checkpoints)).round()
+            stops = [int(s) for s in stops if s >= self.min_budget]
+        else:
+            stops = sorted(int(s) for s in checkpoints)
+            bad = [s for s in stops if not self.min_budget <= s <= budget]
+            if bad:
+                raise ValueError(
+                    f"checkpoints must lie in [{self.min_budget}, budget={budget}], got {bad}"
+                )
+        return sorted(set(stops) | {budget})
+
+    # -- hooks -------------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        """Forget every coalition seen."""
+        self._rng = _check_random_state(self.random_state)
+        self.n_queries_ = 0
+
+    def _extreme_coalitions(self) -> np.ndarray:
+        n = self._n
+        if self.n_extreme_queries == 0:
+            return np.zeros((0, n), dtype=bool)
+        return np.stack([np.zeros(n, dtype=bool), np.ones(n, dtype=bool)])
+
+    def _draw(self, k: int) -> np.ndarray:
+        """At most ``k`` coalitions to query next (fewer only at the end of the budget)."""
+        raise NotImplementedError
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _estimate(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _gamma(self) -> float | None:
+        return None
+
+    # -- public ------------------------------------------------------------------------------------
+    @property
+    def values_(self) -> np.ndarray:
+        """The current estimate of the semi-value, one entry per player."""
+        if getattr(self, "n_queries_", 0) == 0:
+            raise NotFittedError(
+                f"this {type(self).__name__} has seen no coalitions; call approximate or partial_fit"
+            )
+        return self._estimate()
+
+    def approximate(
+        self,
+        budget: int,
+        game: GameLike,
+        *,
+        checkpoints: int | Sequence[int] | None = None,
+    ) -> SemiValueResult:
+        """Estimate the semi-value of ``game`` from exactly ``budget`` utility queries.
+
+        ``game`` maps a boolean ``(batch, n)`` coalition matrix to ``(batch,)`` utilities (numpy,
+        torch or list). ``checkpoints`` (a count of evenly spaced query totals, or the totals
+        themselves) records the estimate along the way for error-versus-budget curves.
+        """
+        self._validate()
+        budget = self._check_budget(budget)
+        stops = self._checkpoint_stops(budget, checkpoints)
+        self._reset()
+        trajectory, reached = [], []
+        pending = self._extreme_coalitions()
+        for stop in stops:
+            while self.n_queries_ < stop:
+                room = min(max(self.batch_size, self._unit), stop - self.n_queries_)
+                drawn = self._draw(max(room - pending.shape[0], 0))
+                masks = np.concatenate([pending, drawn]) if pending.size else drawn
+                pending = pending[:0]
+                if masks.shape[0] == 0:
+                    break  # the rest of the budget cannot buy a whole sampling unit
+                values = evaluate(game, masks)
+                self._update(masks, values)
+                self.n_queries_ += masks.shape[0]
+            if checkpoints is not None and (not reached or reached[-1] != self.n_queries_):
+                reached.append(self.n_queries_)
+                trajectory.append(self._estimate())
+        self.checkpoint_queries_ = np.asarray(reached) if checkpoints is not None else None
+        self.trajectory_ = np.asarray(trajectory) if checkpoints is not None else None
+        return SemiValueResult(
+            values=self.values_,
+            n_queries=self.n_queries_,
+            estimator=self.name,
+            gamma=self._gamma(),
+            checkpoint_queries=self.checkpoint_queries_,
+            trajectory=self.trajectory_,
+        )
+
+
+class LinearSpaceEstimator(SemiValueApproximator):
+    """The linear-space estimator ``phi_hat(γ)`` with a fixed ``γ`` (unbiased) or Adalina's ``γ = Ū``.
+
+    Parameters
+    ----------
+    n : number of players (>= 2).
+    semivalue : a :class:`~adalina.semivalues.SemiValue` or a shorthand (``"shapley"``, ``p``,
+        ``(alpha, beta)``).
+    gamma : ``"adaptive"`` (running mean of the sampled utilities: Adalina), ``"zero"``,
+        ``"midpoint"`` (``(U([n]) + U(∅))/2``), ``"empty"`` (``U(∅)``) or a number.
+    include_extremes : sample sizes ``0..n`` and skip the two extreme queries (Adalina-All).
+    paired : query each sampled coalition together with its complement; only valid for a
+        symmetric semi-value, a symmetric size distribution and a fixed ``γ``.
+    size_distribution : ``q_s`` over the sampled sizes; ``None`` is Adalina's optimal ``q``.
+    batch_size : coalitions per game call.
+    random_state : seed or numpy Generator; the same seed gives the same result.
+    """
+
+    name = "linear"
+
+    def __init__(
+        self,
+        n: int,
+        semivalue: SemiValueLike = "shapley",
+        *,
+        gamma: str | float = "zero",
+        include_extremes: bool = False,
+        paired: bool = False,
+        size_distribution: np.ndarray | None = None,
+        batch_size: int = 100,
+        random_state: RandomState = None,
+    ) -> None:
+        super().__init__(n, semivalue, batch_size=batch_size, random_state=random_state)
+        self.gamma = gamma
+        self.include_extremes = include_extremes
+        self.paired = paired
+        self.size_distribution = size_distribution
+
+    @property
+    def n_extreme_queries(self) -> int:  # type: ignore[override]
+        return 0 if self.include_extremes else 2
+
+    @property
+    def min_budget(self) -> int:
+        # Adalina-All needs two samples: with one, U - Ū is identically zero.
+        return 2 if self.include_extremes else 3
+
+    def _q(self) -> np.ndarray:
+        if self.size_distribution is None:
+            return sampling_distribution(
+                self._n, self._sv, include_extremes=bool(self.include_extremes)
+            )
+        return np.asarray(self.size_distribution, dtype=float)
+
+    def _coefficients(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return sample_vector_coefficients(
+            self._n, self._sv, q, include_extremes=bool(self.include_extremes)
+        )
+
+    def _validate(self) -> None:
+        super()._validate()
+        gamma = self.gamma
+        if isinstance(gamma, str):
+            if gamma not in GAMMA_RULES:
+                raise ValueError(f"gamma must be one of {GAMMA_RULES} or a number, got {gamma!r}")
+            if self.include_extremes and gamma in ("midpoint", "empty"):
+                raise ValueError(
+                    f"gamma={gamma!r} needs U([n]) and U(∅), which include_extremes=True does "
+                    "not query; use 'adaptive', 'zero' or a number"
+                )
+        elif isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.number)):
+            raise TypeError(f"gamma must be a string rule or a number, got {gamma!r}")
+        elif not math.isfinite(float(gamma)):
+            raise ValueError(f"gamma must be finite, got {gamma!r}")
+        q = self._q()
+        sizes = size_support(self._n, bool(self.include_extremes))
+        self._sizes = sizes
+        self._inside, self._outside = self._coefficients(q)  # also checks q
+        self._size_q = q
+        if self.paired:
+            if not self._sv.is_symmetric:
+                raise ValueError(
+                    f"paired sampling is only valid for a symmetric semi-value (Shapley, Banzhaf "
+                    f"0.5, Beta(a, a)); got {self._sv.name}"
+                )
+            if gamma == "adaptive":
+                raise ValueError(
+                    "paired sampling is not valid with gamma='adaptive'; use a fixed gamma"
+                )
+            if not np.allclose(q, q[::-1], rtol=1e-9, atol=0):
+                raise ValueError("paired sampling needs a size distribution with q_s = q_(n-s)")
+        log_w = self._sv.log_weights(self._n)
+        self._w_first, self._w_last = math.exp(log_w[0]), math.exp(log_w[-1])
+
+    def _reset(self) -> None:
+        super()._reset()
+        n = self._n
+        # Utilities are accumulated relative to the first one seen (``_ref``): a constant game then
+        # gives exactly zero under Adalina, and large offsets do not cost precision.
+        self._ref: float | None = None
+        self._sum_a = np.zeros(n)
+        self._sum_au = np.zeros(n)
+        self._sum_u = 0.0
+        self._m = 0
+        self._u_empty: float | None = None
+        self._u_full: float | None = None
+
+    def sample_coalitions(self, m: int) -> np.ndarray:
+        """``m`` coalitions from this estimator's sampling distribution (for :meth:`partial_fit`)."""
+        if not hasattr(self, "_rng"):
+            self._validate()
+            self._reset()
+        return self._draw(m)
+
+    def initial_coalitions(self) -> np.ndarray:
+        """The extreme coalitions (empty, full) to evaluate once, or none for Adalina-All."""
+        if not hasattr(self, "_n"):
+            self._validate()
+        return self._extreme_coalitions()
+
+    def _draw(self, k: int) -> np.ndarray:
+        if not self.paired:
+            return draw_coalitions(self._rng, k, self._n, self._size_q, self._sizes)
+        half = draw_coalitions(self._rng, (k + 1) // 2, self._n, self._size_q, self._sizes)
+        both = np.empty((2 * half.shape[0], self._n), dtype=bool)
+        both[0::2], both[1::2] = half, ~half
+        return both[:k]
+
+    def partial_fit(self, coalitions: np.ndarray, values: np.ndarray) -> LinearSpaceEstimator:
+        """Fold in utilities of coalitions drawn by :meth:`sample_coalitions` (streaming, O(n)).
+
+        Rows with every player absent or present are taken as ``U(∅)`` and ``U([n])`` (unless
+        ``include_extremes``, where they are ordinary samples); evaluate :meth:`initial_coalitions`
+        once. Any split of a stream into calls gives the one-shot result up to rounding.
+        """
+        if not hasattr(self, "_rng"):
+            self._validate()
+            self._reset()
+        masks, values = _check_coalitions(coalitions, values, self._n)
+        self._update(masks, values)
+        self.n_queries_ += masks.shape[0]
+        return self
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        if values.size == 0:
+            return
+        if self._ref is None:
+            self._ref = float(values[0])
+        centred = values - self._ref
+        sizes = masks.sum(axis=1)
+        if not self.include_extremes:
+            empty, full = sizes == 0, sizes == self._n
+            if empty.any():
+                self._u_empty = float(centred[empty][-1])
+            if full.any():
+                self._u_full = float(centred[full][-1])
+            keep = ~(empty | full)
+            masks, centred = masks[keep], centred[keep]
+        a = sample_vectors(masks, self._inside, self._outside)
+        self._sum_a += a.sum(axis=0)
+        self._sum_au += centred @ a
+        self._sum_u += float(centred.sum())
+        self._m += masks.shape[0]
+
+    def _centred_gamma(self) -> float:
+        ref = self._ref if self._ref is not None else 0.0
+        if self.gamma == "adaptive":
+            return self._sum_u / self._m
+        if self.gamma == "zero":
+            return -ref
+        if self.gamma == "midpoint":
+            assert self._u_empty is not None and self._u_full is not None
+            return 0.5 * (self._u_empty + self._u_full)
+        if self.gamma == "empty":
+            assert self._u_empty is not None
+            return self._u_empty
+        return float(self.gamma) - ref
+
+    def _estimate(self) -> np.ndarray:
+        if self._m == 0:
+            raise NotFittedError("no sampled coalition seen yet (only extremes)")
+        if not self.include_extremes and (self._u_empty is None or self._u_full is None):
+            raise NotFittedError(
+                "U(∅) and U([n]) are needed: pass initial_coalitions() to partial_fit"
+            )
+        g = self._centred_gamma()
+        phi = (self._sum_au - self._sum_a * g) / self._m
+        if not self.include_extremes:
+            assert self._u_empty is not None and self._u_full is not None
+            phi = phi + ((self._u_full - g) * self._w_last - (self._u_empty - g) * self._w_first)
+        return phi
+
+    def _gamma(self) -> float | None:
+        if self._m == 0:
+            return None
+        return self._centred_gamma() + (self._ref or 0.0)
+
+    @property
+    def gamma_(self) -> float:
+        """The control variate ``γ`` in use (Adalina: the running mean of sampled utilities)."""
+        gamma = self._gamma() if hasattr(self, "_m") else None
+        if gamma is None:
+            raise NotFittedError(f"this {type(self).__name__} has seen no sampled coalitions")
+        return gamma
+
+
+class Adalina(LinearSpaceEstimator):
+    """Adalina: linear-space semi-value estimation with the adaptive ``γ = Ū`` (the paper's method).
+
+    ``include_extremes=True`` is the Adalina-All variant (sizes ``0..n`` sampled, no extreme
+    queries). A fixed ``gamma`` turns it into the unbiased linear estimator of the same framework.
+    O(n) memory; ``approximate`` makes exactly ``budget`` queries, ``m = budget - 2`` of them sampled
+    (``budget`` with ``include_extremes``).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from adalina import Adalina
+    >>> v = np.arange(6.0)
+    >>> game = lambda masks: masks @ v + 0.1 * masks.sum(1) ** 2
+    >>> result = Adalina(6, "shapley", random_state=0).approximate(600, game)
+    >>> result.n_queries
+    600
+    """
+
+    def __init__(
+        self,
+        n: int,
+        semivalue: SemiValueLike = "shapley",
+        *,
+        gamma: str | float = "adaptive",
+        include_extremes: bool = False,
+        paired: bool = False,
+        batch_size: int = 100,
+        random_state: RandomState = None,
+    ) -> None:
+        super().__init__(
+            n,
+            semivalue,
+            gamma=gamma,
+            include_extremes=include_extremes,
+            paired=paired,
+            batch_size=batch_size,
+            random_state=random_state,
+        )
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        base = "adalina-all" if self.include_extremes else "adalina"
+        return base if self.gamma == "adaptive" else f"{base}(gamma={self.gamma})"
+
+
+class LinearApprox(LinearSpaceEstimator):
+    """The non-adaptive linear-space estimator with a fixed ``γ`` (``linearAppr`` in the official
+    code): unbiased for every ``γ``; ``size_distribution`` replaces Adalina's ``q``."""
+
+    name = "linear-fixed-gamma"
+
+
+class MSRProb(LinearSpaceEstimator):
+    """MSR-Prob (regression-adjusted estimator, arXiv 2506.11849, Eq. 3): Adalina-All's sampling with
+    ``γ = 0``."""
+
+    name = "msr-prob"
+
+    def __init__(
+        self,
+        n: int,
+        semivalue: SemiValueLike = "shapley",
+        *,
+        batch_size: int = 100,
+        random_state: RandomState = None,
+    ) -> None:
+        super().__init__(
+            n,
+            semivalue,
+            gamma=0.0,
+            include_extremes=True,
+            batch_size=batch_size,
+            random_state=random_state,
+        )

@@ -1,0 +1,263 @@
+"""Games: utilities on boolean coalition matrices.
+
+A game is any callable ``game(masks) -> values`` with ``masks`` a boolean ``(batch, n)`` array (row
+``b`` is a coalition, ``masks[b, i]`` says whether player ``i`` is in it) and ``values`` of shape
+``(batch,)`` -- shapiq's convention. A numpy array, a torch tensor or a list is accepted as output.
+
+:class:`Game` is a base class for games that hold state: it adds joblib parallelism (``n_jobs``; the
+active joblib backend, e.g. Dask or Ray through ``joblib.parallel_config``, decides where the work
+runs). :class:`TabularGame` stores all ``2^n`` utilities for reproducible experiments,
+:class:`MarginalGame` explains a model's prediction with a background set (interventional
+features) and :class:`DataValuationGame` scores a model trained on a subset of the training points.
+The path-dependent tree game is in :mod:`adalina.trees`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+GameLike = Callable[[np.ndarray], Any]
+
+# Coalitions in the table enumerate players as bits: coalition index sum_i 2^i [i ∈ S].
+MAX_TABLE_PLAYERS = 24
+
+
+def _to_numpy(values: Any) -> np.ndarray:
+    if hasattr(values, "detach"):  # a torch tensor, possibly on an accelerator
+        values = values.detach().cpu().numpy()
+    return np.asarray(values, dtype=float)
+
+
+def _describe(mask: np.ndarray) -> str:
+    members = np.flatnonzero(mask).tolist()
+    return f"coalition {members} (players present, of n={mask.size})"
+
+
+def evaluate(game: GameLike, masks: np.ndarray) -> np.ndarray:
+    """``game(masks)`` as a float64 ``(batch,)`` array, or an error naming the fault.
+
+    Raises ``TypeError`` with a hint when the game fails on a boolean matrix the way a game written
+    for index lists does, and ``ValueError`` on a wrong output shape or a non-finite value (naming
+    the first offending coalition).
+    """
+    try:
+        raw = game(masks)
+    except (TypeError, IndexError) as err:
+        raise TypeError(
+            f"the game failed on a boolean coalition matrix of shape {masks.shape} ({err}). Games "
+            "take a boolean (batch, n_players) matrix -- row b holds coalition b, True for the "
+            "players present -- and return a (batch,) array; a game written for lists of player "
+            "indices can be wrapped as lambda m: np.array([f(np.flatnonzero(r)) for r in m])"
+        ) from err
+    values = _to_numpy(raw)
+    if values.shape != (masks.shape[0],):
+        raise ValueError(
+            f"the game must return one value per coalition, shape ({masks.shape[0]},), for a "
+            f"coalition matrix of shape {masks.shape}; got shape {values.shape}"
+        )
+    bad = ~np.isfinite(values)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"the game returned a non-finite value ({values[first]}) for {_describe(masks[first])}"
+        )
+    return values
+
+
+class Game:
+    """Base class for stateful games: subclasses implement :meth:`value_function`.
+
+    ``n_jobs`` splits a batch of coalitions over joblib workers (``None`` or 1: in process; -1: all
+    cores). Worth it only when one utility costs far more than the transfer of the game, as when
+    each coalition trains a model.
+    """
+
+    def __init__(self, n_players: int, *, n_jobs: int | None = None) -> None:
+        if isinstance(n_players, bool) or not isinstance(n_players, (int, np.integer)):
+            raise TypeError(f"n_players must be an int, got {type(n_players).__name__}")
+        if n_players < 1:
+            raise ValueError(f"n_players must be >= 1, got {n_players}")
+        self.n_players = int(n_players)
+        self.n_jobs = n_jobs
+
+    def value_function(self, masks: np.ndarray) -> np.ndarray:
+        """Utilities of a boolean ``(batch, n_players)`` matrix of coalitions."""
+        raise NotImplementedError
+
+    def __call__(self, masks: np.ndarray) -> np.ndarray:
+        masks = np.asarray(masks)
+        if masks.dtype != bool:
+            raise TypeError(f"coalitions must be a boolean matrix, got dtype {masks.dtype}")
+        if masks.ndim != 2 or masks.shape[1] != self.n_players:
+            raise ValueError(
+                f"coalitions must have shape (batch, {self.n_players}), got {masks.shape}"
+            )
+        if self.n_jobs in (None, 1) or masks.shape[0] < 2:
+            return self.value_function(masks)
+        from joblib import Parallel, delayed, effective_n_jobs
+
+        chunks = np.array_split(masks, min(masks.shape[0], 4 * effective_n_jobs(self.n_jobs)))
+        parts = Parallel(n_jobs=self.n_jobs)(delayed(self.value_function)(c) for c in chunks)
+        return np.concatenate([np.asarray(p, dtype=float) for p in parts])
+
+
+def coalition_index(masks: np.ndarray) -> np.ndarray:
+    """The table index ``sum_i 2^i [i ∈ S]`` of each coalition row."""
+    return masks.astype(np.int64) @ (np.int64(1) << np.arange(masks.shape[1], dtype=np.int64))
+
+
+def all_coalitions(n: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """Boolean matrix of the coalitions with table index ``start..stop-1`` (default: all ``2^n``)."""
+    stop = 2**n if stop is None else stop
+    idx = np.arange(start, stop, dtype=np.int64)
+    return ((idx[:, None] >> np.arange(n, dtype=np.int64)) & 1).astype(bool)
+
+
+class TabularGame(Game):
+    """A game stored as all ``2^n`` utilities (index ``sum_i 2^i [i ∈ S]``).
+
+    Tabulating once makes experiments with large budgets cheap and exactly reproducible.
+    """
+
+    def __init__(self, values: np.ndarray) -> None:
+        values = np.asarray(values, dtype=float)
+        n = values.size.bit_length() - 1 if values.size else 0
+        if values.ndim != 1 or values.size != 2**n or n < 1:
+            raise ValueError(
+                f"a table needs 2^n utilities in a 1-d array (n >= 1), got shape {values.shape}"
+            )
+        if not np.all(np.isfinite(values)):
+            bad = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise ValueError(
+                f"the table holds a non-finite value at {_describe(all_coalitions(n, bad, bad + 1)[0])}"
+            )
+        super().__init__(n)
+        self.values = values
+
+    @classmethod
+    def from_game(cls, game: GameLike, n: int, *, chunk_size: int = 1 << 14) -> TabularGame:
+        """Evaluate ``game`` on all ``2^n`` coalitions (``n <= 24``) in chunks."""
+        if not 1 <= n <= MAX_TABLE_PLAYERS:
+            raise ValueError(
+                f"tabulating needs 1 <= n <= {MAX_TABLE_PLAYERS} (2^n utilities), got n={n}"
+            )
+        total = 2**n
+        parts = [
+            evaluate(game, all_coalitions(n, start, min(start + chunk_size, total)))
+            for start in range(0, total, chunk_size)
+        ]
+        return cls(np.concatenate(parts))
+
+    def value_function(self, masks: np.ndarray) -> np.ndarray:
+        return self.values[coalition_index(masks)]
+
+
+class MarginalGame(Game):
+    """Interventional (marginal) feature game: absent features are drawn from a background set.
+
+    ``U(S) = mean_b f(x_S, z^b_{-S})`` over background rows ``z^b``, for any ``predict`` that maps an
+    ``(m, n_features)`` array to ``(m,)`` outputs (pass ``model.predict`` or a lambda picking a
+    column of ``predict_proba``).
+    """
+
+    def __init__(
+        self,
+        predict: Callable[[np.ndarray], Any],
+        x: np.ndarray,
+        background: np.ndarray,
+        *,
+        max_rows: int = 1 << 16,
+        n_jobs: int | None = None,
+    ) -> None:
+        x = np.asarray(x, dtype=float)
+        background = np.asarray(background, dtype=float)
+        if x.ndim != 1:
+            raise ValueError(f"x must be one point (1-d), got shape {x.shape}")
+        if background.ndim != 2 or background.shape[1] != x.size or background.shape[0] < 1:
+            raise ValueError(
+                f"background must have shape (rows >= 1, {x.size}), got {background.shape}"
+            )
+        super().__init__(x.size, n_jobs=n_jobs)
+        self.predict = predict
+        self.x = x
+        self.background = background
+        self.max_rows = max_rows
+
+    def value_function(self, masks: np.ndarray) -> np.ndarray:
+        k = self.background.shape[0]
+        per_chunk = max(1, self.max_rows // k)  # bound the (coalitions x background) buffer
+        out = []
+        for start in range(0, masks.shape[0], per_chunk):
+            chunk = masks[start : start + per_chunk]
+            rows = np.where(chunk[:, None, :], self.x, self.background[None])
+            pred = _to_numpy(self.predict(rows.reshape(-1, self.x.size)))
+            if pred.shape != (rows.shape[0] * k,):
+                raise ValueError(
+                    f"predict must return one output per row, shape ({rows.shape[0] * k},); got "
+                    f"{pred.shape} (pick one output column for multi-output models)"
+                )
+            out.append(pred.reshape(chunk.shape[0], k).mean(axis=1))
+        return np.concatenate(out)
+
+
+class DataValuationGame(Game):
+    """Data valuation: ``U(S)`` = validation score of ``model`` trained on training points ``S``.
+
+    ``model`` is a scikit-learn estimator (cloned for every coalition). ``scoring`` is ``None``
+    (``model.score``), a scorer name for ``sklearn.metrics.get_scorer`` or a callable
+    ``(fitted, X, y) -> float``. A coalition the model cannot be trained on (the empty one, or a
+    classifier seeing one class) is worth ``default_score``, as in pyDVL. Fitting dominates, so set
+    ``n_jobs`` to use the machine's cores (or a Dask/Ray joblib backend).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        X_train: np.ndarray,
+        y_train: np.ndarray,
+        X_val: np.ndarray,
+        y_val: np.ndarray,
+        *,
+        scoring: str | Callable[..., float] | None = None,
+        default_score: float = 0.0,
+        n_jobs: int | None = None,
+    ) -> None:
+        X_train = np.asarray(X_train)
+        y_train = np.asarray(y_train)
+        if X_train.shape[0] != y_train.shape[0]:
+            raise ValueError(
+                f"X_train and y_train disagree on the number of points: {X_train.shape[0]} vs "
+                f"{y_train.shape[0]}"
+            )
+        super().__init__(X_train.shape[0], n_jobs=n_jobs)
+        self.model = model
+        self.X_train = X_train
+        self.y_train = y_train
+        self.X_val = np.asarray(X_val)
+        self.y_val = np.asarray(y_val)
+        self.scoring = scoring
+        self.default_score = float(default_score)
+
+    def _score_one(self, mask: np.ndarray) -> float:
+        from sklearn.base import clone
+        from sklearn.metrics import get_scorer
+
+        if not mask.any():
+            return self.default_score
+        fitted = clone(self.model)
+        try:
+            fitted.fit(self.X_train[mask], self.y_train[mask])
+        except ValueError:
+            # sklearn raises ValueError on training sets it cannot fit (e.g. a single class).
+            return self.default_score
+        if self.scoring is None:
+            return float(fitted.score(self.X_val, self.y_val))
+        if isinstance(self.scoring, str):
+            return float(get_scorer(self.scoring)(fitted, self.X_val, self.y_val))
+        return float(self.scoring(fitted, self.X_val, self.y_val))
+
+    def value_function(self, masks: np.ndarray) -> np.ndarray:
+        return np.array([self._score_one(m) for m in masks], dtype=float)
