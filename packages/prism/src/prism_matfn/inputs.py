@@ -1,0 +1,86 @@
+"""Input checks and the scale-safe normalisation shared by PRISM and the baselines."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from shared_core.kernels import gram
+
+
+def prepare(
+    A: object, name: str, compute_dtype: torch.dtype | None, check_finite: bool
+) -> tuple[torch.Tensor, torch.dtype]:
+    """Validate ``A`` and cast it to the compute dtype; return it with the dtype the result goes back to.
+
+    ``compute_dtype=None`` keeps float64 and computes everything else (half precision, integers) in
+    float32. Integer input comes back as float32.
+    """
+    if not isinstance(A, torch.Tensor):
+        raise TypeError(
+            f"{name} expects a torch.Tensor, got {type(A).__name__}; wrap arrays with torch.as_tensor"
+        )
+    if A.is_complex():
+        raise TypeError(f"{name} supports real matrices only, got dtype {A.dtype}")
+    if A.ndim < 2:
+        raise ValueError(
+            f"{name} expects a matrix or batch of matrices, got shape {tuple(A.shape)}"
+        )
+    if compute_dtype is None:
+        compute_dtype = torch.float64 if A.dtype == torch.float64 else torch.float32
+    if not compute_dtype.is_floating_point:
+        raise TypeError(f"compute_dtype must be a floating dtype, got {compute_dtype}")
+    if check_finite and A.numel() and not bool(torch.isfinite(A).all()):
+        raise ValueError(
+            f"{name} got NaN or Inf entries (pass check_finite=False to skip this check)"
+        )
+    out_dtype = A.dtype if A.is_floating_point() else torch.float32
+    return A.to(compute_dtype), out_dtype
+
+
+def check_square(A: torch.Tensor, name: str) -> None:
+    if A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"{name} expects square matrices, got shape {tuple(A.shape)}")
+
+
+def safe_frobenius_normalize(X: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``X / ‖X‖_F`` per matrix without under- or overflow, and ``‖X‖_F``.
+
+    Dividing by the largest entry first keeps norms near 1e-30 (or 1e30) exact: an ``eps`` added to the
+    norm, as Muon does, silently returns a tiny non-orthogonal matrix when ``‖X‖_F < eps``. All-zero
+    matrices give zeros and a ``RuntimeWarning``, never NaN.
+    """
+    peak = X.abs().amax(dim=(-2, -1), keepdim=True)
+    zero = peak == 0
+    if bool(zero.any()):
+        warnings.warn(
+            f"{name}: all-zero input matrix, returning zeros", RuntimeWarning, stacklevel=3
+        )
+    peak = torch.where(zero, torch.ones_like(peak), peak)
+    Y = X / peak
+    norm = torch.linalg.matrix_norm(Y, keepdim=True)
+    norm = torch.where(zero, torch.ones_like(norm), norm)
+    return Y / norm, norm * peak * (~zero)
+
+
+def gram_t(X: torch.Tensor) -> torch.Tensor:
+    """``Xᵀ X`` over the last two dims.
+
+    shared-core's :func:`~shared_core.kernels.gram` (half the flops, triton on GPU) accumulates in
+    float32, so float64 keeps a plain matmul.
+    """
+    if X.dtype == torch.float64:
+        return X.mT @ X
+    return gram(X.mT)
+
+
+def square_symmetric(R: torch.Tensor) -> torch.Tensor:
+    """``R @ R`` for a symmetric ``R`` (``gram(R) = R Rᵀ = R²``)."""
+    if R.dtype == torch.float64:
+        return R @ R
+    return gram(R)
+
+
+def identity_like(X: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.eye(n, dtype=X.dtype, device=X.device).expand(*X.shape[:-2], n, n)

@@ -1,0 +1,18 @@
+"""Drop-ins for code written against other libraries."""
+
+from __future__ import annotations
+
+import torch
+
+from prism_matfn.matfn import polar
+
+
+def zeropower_via_prism(G: torch.Tensor, steps: int = 5, **options: object) -> torch.Tensor:
+    """PRISM5 in place of Muon's ``zeropower_via_newtonschulz5(G, steps)``: same arguments, same result
+    shape, and (like Muon) returned in bfloat16 on CUDA, in ``G``'s dtype elsewhere.
+
+    Unlike Muon's quintic, the output's singular values converge to 1. ``options`` go to
+    :func:`prism_matfn.polar` (e.g. ``degree=3``, ``fit="exact"``).
+    """
+    out = polar(G, steps=steps, check_finite=False, **options)
+    return out.bfloat16() if G.is_cuda else out

@@ -1,0 +1,413 @@
+"""PRISM matrix functions: polar factor, matrix sign, square root, inverse square and fourth roots.
+
+All share one loop: a residual ``R_k`` that is zero at the solution, an update by ``T_k = g(R_k)`` with
+``g(r) = 1 + αr`` (degree 3) or ``1 + r/2 + αr²`` (degree 5), and α fitted each step by minimising the
+sketched Frobenius norm of the next residual (:mod:`prism_matfn.alpha`). No spectral bounds are needed.
+
+| function | start | residual | update |
+|---|---|---|---|
+| ``polar(G)`` (m ≥ n after a transpose) | ``X = G/‖G‖_F`` | ``I − XᵀX`` | ``X ← X T`` |
+| ``sign(A)`` (real spectrum) | ``X = A/‖A‖_F`` | ``I − X²`` | ``X ← X T`` |
+| ``sqrtm_and_inv(A)`` (SPD) | ``Y = A/c, Z = I`` | ``I − Z Y`` | ``Y ← Y T, Z ← T Z`` |
+
+Options shared by every function (keyword-only):
+
+- ``steps`` (5): iterations; ``tol``: stop early once every matrix's RMS residual ``‖R‖_F/√n ≤ tol``.
+- ``degree`` (5): 3 or 5. ``fit``: ``"sketch"`` (default, ``sketch_dim`` columns, seeded by
+  ``sketch_seed`` and cached, or drawn from ``generator``, or given as ``sketch``), ``"exact"``
+  (eigenvalues of ``R``), or ``"fixed"`` (α = ``alpha`` every step).
+- ``alpha`` (None → the upper bound, the author's warm-start value): α of fixed steps; the first
+  ``fixed_alpha_steps`` steps are fixed. ``alpha_bounds`` (default ``[1/2, 1]`` / ``[3/8, 29/20]``);
+  bounds beyond the convergent range need ``allow_unsafe=True``.
+- ``alpha_solver``: ``"exact"`` (roots of the cubic ``Q'``) or ``"grid"`` (``alpha_grid_points``);
+  both run on the tensor's device without a host synchronisation.
+- ``compute_dtype`` (None: float64 stays, everything else runs in float32), ``check_finite``.
+- ``return_info``: also return :class:`PrismInfo` (α per step, residual history).
+
+A diverging run (residual non-finite, or growing three steps in a row above RMS 1) raises
+:class:`~prism_matfn.errors.ConvergenceError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+
+from prism_matfn.alpha import (
+    ALPHA_BOUNDS,
+    ALPHA_SOLVERS,
+    check_degree,
+    fit_alpha,
+)
+from prism_matfn.errors import ConvergenceError
+from prism_matfn.inputs import (
+    check_square,
+    gram_t,
+    identity_like,
+    prepare,
+    safe_frobenius_normalize,
+    square_symmetric,
+)
+from prism_matfn.sketch import gaussian_sketch
+
+FITS: tuple[str, ...] = ("sketch", "exact", "fixed")
+
+
+class PrismInfo(NamedTuple):
+    """Diagnostics of one run.
+
+    ``alphas``: α of each step, shape ``(iterations, *batch)``; ``residual_fro``: ``‖R_k‖_F`` for
+    ``k = 0..iterations``, shape ``(iterations + 1, *batch)`` (both float64 on the CPU);
+    ``iterations``: steps taken (fewer than ``steps`` when ``tol`` was reached).
+    """
+
+    alphas: torch.Tensor
+    residual_fro: torch.Tensor
+    iterations: int
+    n: int = 1
+    """Size of the residual matrix (``min(m, n)`` for the polar factor)."""
+
+    @property
+    def residual_rms(self) -> torch.Tensor:
+        """``‖R_k‖_F / √n``: the RMS of ``1 − σ_i²`` for the polar factor."""
+        return self.residual_fro / math.sqrt(self.n)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrismOptions:
+    """The keyword options of every PRISM function, validated once (see the module docstring)."""
+
+    steps: int = 5
+    degree: int = 5
+    sketch_dim: int = 8
+    fit: str = "sketch"
+    alpha: float | None = None
+    alpha_bounds: tuple[float, float] | None = None
+    fixed_alpha_steps: int = 0
+    alpha_solver: str = "exact"
+    alpha_grid_points: int = 65
+    tol: float | None = None
+    compute_dtype: torch.dtype | None = None
+    sketch: torch.Tensor | None = None
+    sketch_seed: int = 0
+    generator: torch.Generator | None = None
+    check_finite: bool = True
+    allow_unsafe: bool = False
+    return_info: bool = False
+
+    def __post_init__(self) -> None:
+        check_degree(self.degree)
+        if not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"steps must be a non-negative int, got {self.steps!r}")
+        if self.sketch_dim < 1:
+            raise ValueError(f"sketch_dim must be >= 1, got {self.sketch_dim}")
+        if self.fit not in FITS:
+            raise ValueError(f"fit must be one of {FITS}, got {self.fit!r}")
+        if self.alpha_solver not in ALPHA_SOLVERS:
+            raise ValueError(
+                f"alpha_solver must be one of {ALPHA_SOLVERS}, got {self.alpha_solver!r}"
+            )
+        if self.fixed_alpha_steps < 0:
+            raise ValueError(f"fixed_alpha_steps must be >= 0, got {self.fixed_alpha_steps}")
+        if self.tol is not None and not self.tol > 0:
+            raise ValueError(f"tol must be > 0 or None, got {self.tol!r}")
+        lo, hi = self.bounds
+        if not lo <= hi:
+            raise ValueError(f"alpha_bounds must satisfy lo <= hi, got {self.alpha_bounds}")
+        safe_hi = ALPHA_BOUNDS[self.degree][1]
+        if not self.allow_unsafe and (hi > safe_hi or lo < 0):
+            raise ValueError(
+                f"alpha_bounds {self.alpha_bounds} leave the convergent range [0, {safe_hi}] for "
+                f"degree {self.degree}; pass allow_unsafe=True to use them anyway"
+            )
+        if self.alpha is not None and not self.allow_unsafe and not 0 <= self.alpha <= safe_hi:
+            raise ValueError(
+                f"alpha={self.alpha} is outside the convergent range [0, {safe_hi}] for degree "
+                f"{self.degree}; pass allow_unsafe=True to use it anyway"
+            )
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        if self.alpha_bounds is None:
+            return ALPHA_BOUNDS[self.degree]
+        lo, hi = self.alpha_bounds
+        return float(lo), float(hi)
+
+    @property
+    def fixed_alpha(self) -> float:
+        return self.bounds[1] if self.alpha is None else float(self.alpha)
+
+    def sketch_for(self, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
+        """The sketch for ``n×n`` residuals, or ``None`` for exact and fixed fits."""
+        if self.fit != "sketch":
+            return None
+        if self.sketch is not None:
+            if self.sketch.ndim < 2 or self.sketch.shape[-2] != n:
+                raise ValueError(
+                    f"sketch must have shape ({n}, p) for these matrices, got {tuple(self.sketch.shape)}"
+                )
+            return self.sketch.to(device=device, dtype=dtype)
+        # More columns than the dimension would only repeat information (the author clamps too).
+        p = min(self.sketch_dim, n)
+        return gaussian_sketch(
+            n, p, seed=self.sketch_seed, generator=self.generator, device=device, dtype=dtype
+        )
+
+
+def _step_matrix(
+    R: torch.Tensor, alpha: torch.Tensor, degree: int, symmetric: bool
+) -> torch.Tensor:
+    """``g(R) = I + αR`` (degree 3) or ``I + R/2 + αR²`` (degree 5)."""
+    a = alpha.to(R.dtype)[..., None, None]
+    if degree == 3:
+        T = a * R
+    else:
+        R2 = square_symmetric(R) if symmetric else R @ R
+        T = R * 0.5 + a * R2
+    T.diagonal(dim1=-2, dim2=-1).add_(1.0)
+    return T
+
+
+def _iterate(
+    state: tuple[torch.Tensor, ...],
+    residual: Callable[[tuple[torch.Tensor, ...]], torch.Tensor],
+    update: Callable[[tuple[torch.Tensor, ...], torch.Tensor], tuple[torch.Tensor, ...]],
+    n: int,
+    opts: PrismOptions,
+    *,
+    symmetric: bool,
+    name: str,
+) -> tuple[tuple[torch.Tensor, ...], PrismInfo]:
+    """The PRISM loop shared by every function; ``symmetric`` says whether ``R`` is symmetric."""
+    X0 = state[0]
+    batch = X0.shape[:-2]
+    S = opts.sketch_for(n, X0.device, X0.dtype)
+    if opts.fit == "exact" and not symmetric:
+        S = torch.eye(n, dtype=X0.dtype, device=X0.device)  # exact Krylov Gram of a non-symmetric R
+    alphas: list[torch.Tensor] = []
+    norms: list[torch.Tensor] = []
+    R = residual(state)
+    for k in range(opts.steps):
+        norms.append(torch.linalg.matrix_norm(R).double())
+        if opts.tol is not None and bool((norms[-1] <= opts.tol * math.sqrt(n)).all()):
+            break
+        if opts.fit == "fixed" or k < opts.fixed_alpha_steps:
+            alpha = torch.full(batch, opts.fixed_alpha, dtype=torch.float64, device=X0.device)
+        else:
+            fit_R = (R + R.mT) * 0.5 if opts.fit == "exact" and symmetric else R
+            alpha = fit_alpha(
+                fit_R,
+                None if opts.fit == "exact" and symmetric else S,
+                opts.degree,
+                bounds=opts.bounds,
+                solver=opts.alpha_solver,
+                grid_points=opts.alpha_grid_points,
+            )
+        alphas.append(alpha)
+        state = update(state, _step_matrix(R, alpha, opts.degree, symmetric))
+        R = residual(state) if k + 1 < opts.steps or opts.return_info or opts.tol else R
+    else:
+        if opts.steps and (opts.return_info or opts.tol is not None):
+            norms.append(torch.linalg.matrix_norm(R).double())
+    history = torch.stack(norms).cpu() if norms else torch.zeros(0, *batch, dtype=torch.float64)
+    _check_convergence(history, state, n, name)
+    if (
+        opts.tol is not None
+        and history.numel()
+        and bool((history[-1] > opts.tol * math.sqrt(n)).any())
+    ):
+        warnings.warn(
+            f"{name}: RMS residual {float(history[-1].max()) / math.sqrt(n):.3g} did not reach "
+            f"tol={opts.tol} in {opts.steps} steps (rank-deficient input keeps residual 1 on its null "
+            "space)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    a = torch.stack(alphas).cpu() if alphas else torch.zeros(0, *batch, dtype=torch.float64)
+    return state, PrismInfo(a, history, len(alphas), n)
+
+
+def _check_convergence(
+    history: torch.Tensor, state: tuple[torch.Tensor, ...], n: int, name: str
+) -> None:
+    finite = all(bool(torch.isfinite(t).all()) for t in state) and bool(
+        torch.isfinite(history).all()
+    )
+    rms = history / math.sqrt(n)
+    growing = (rms[1:] > rms[:-1]) & (rms[1:] > 1.0)
+    run = 0
+    for step in growing.reshape(growing.shape[0], -1).any(-1).tolist():
+        run = run + 1 if step else 0
+        if run >= 3:
+            break
+    if not finite or run >= 3:
+        worst = [f"{v:.3g}" for v in rms.reshape(len(rms), -1).amax(-1).tolist()]
+        raise ConvergenceError(
+            f"{name} diverged: RMS residual history {worst} "
+            "(for sign: is the spectrum real? for sqrt: is the matrix SPD?)"
+        )
+
+
+def _finish(result: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    return result.to(out_dtype)
+
+
+def polar(G: torch.Tensor, **options: Any) -> Any:
+    """Orthogonal polar factor ``U Vᵀ`` of ``G = U Σ Vᵀ`` (the "zeroth power" Muon uses), by PRISM.
+
+    ``G`` is ``(..., m, n)``; wide matrices are transposed so the Gram ``XᵀX`` is ``min(m,n)²``. The
+    result is a true polar factor to the residual tolerance (singular values → 1), not Muon's
+    ``U·diag(0.5..1.5)·Vᵀ``. Rank-deficient input gives the partial isometry. Returns the factor, or
+    ``(factor, PrismInfo)`` with ``return_info=True``; options are described in the module docstring.
+    """
+    opts = PrismOptions(**options)
+    X, out_dtype = prepare(G, "polar", opts.compute_dtype, opts.check_finite)
+    transposed = X.shape[-2] < X.shape[-1]
+    if transposed:
+        X = X.mT
+    X, _ = safe_frobenius_normalize(X, "polar")
+    n = X.shape[-1]
+
+    def residual(state: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return identity_like(state[0], n) - gram_t(state[0])
+
+    def update(state: tuple[torch.Tensor, ...], T: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (state[0] @ T,)
+
+    (X,), info = _iterate((X,), residual, update, n, opts, symmetric=True, name="polar")
+    if transposed:
+        X = X.mT
+    return (_finish(X, out_dtype), info) if opts.return_info else _finish(X, out_dtype)
+
+
+def sign(A: torch.Tensor, **options: Any) -> Any:
+    """Matrix sign ``V sign(Λ) V⁻¹`` of a square ``A`` with real, non-zero eigenvalues, by PRISM.
+
+    Complex eigenvalues (e.g. a rotation) make the iteration diverge: that raises
+    :class:`~prism_matfn.errors.ConvergenceError`. Options as :func:`polar`.
+    """
+    opts = PrismOptions(**options)
+    X, out_dtype = prepare(A, "sign", opts.compute_dtype, opts.check_finite)
+    check_square(X, "sign")
+    symmetric = bool(torch.equal(X, X.mT))
+    X, _ = safe_frobenius_normalize(X, "sign")
+    n = X.shape[-1]
+
+    def residual(state: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return identity_like(state[0], n) - state[0] @ state[0]
+
+    def update(state: tuple[torch.Tensor, ...], T: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (state[0] @ T,)
+
+    (X,), info = _iterate((X,), residual, update, n, opts, symmetric=symmetric, name="sign")
+    return (_finish(X, out_dtype), info) if opts.return_info else _finish(X, out_dtype)
+
+
+def _check_spd(A: torch.Tensor, name: str) -> None:
+    scale = torch.linalg.matrix_norm(A).amax()
+    eps = torch.finfo(A.dtype).eps
+    asym = torch.linalg.matrix_norm(A - A.mT).amax()
+    if bool(asym > 1e3 * eps * scale):
+        raise ValueError(
+            f"{name} expects symmetric matrices; ‖A − Aᵀ‖_F = {float(asym):.3g} vs ‖A‖_F = {float(scale):.3g}"
+        )
+    n = A.shape[-1]
+    shift = torch.clamp(n * eps * scale, min=torch.finfo(A.dtype).tiny)
+    _, info = torch.linalg.cholesky_ex(
+        (A + A.mT) * 0.5 + shift * torch.eye(n, dtype=A.dtype, device=A.device)
+    )
+    if bool((info > 0).any()):
+        raise ValueError(
+            f"{name} expects positive semi-definite matrices, but this one has a negative eigenvalue; "
+            "pass ridge=λ to shift it by λI, or check_psd=False to skip this check"
+        )
+
+
+def sqrtm_and_inv(
+    A: torch.Tensor, *, ridge: float = 0.0, check_psd: bool = True, **options: Any
+) -> Any:
+    """``(A^{1/2}, A^{-1/2})`` of a symmetric positive (semi-)definite ``A`` from one coupled PRISM run.
+
+    ``ridge`` adds ``ridge·I`` first. ``check_psd`` costs one Cholesky; it rejects non-symmetric and
+    indefinite input with a ``ValueError``. Returns ``(sqrt, inv_sqrt)`` or ``(sqrt, inv_sqrt, info)``.
+    """
+    opts = PrismOptions(**options)
+    Y, out_dtype = prepare(A, "sqrtm", opts.compute_dtype, opts.check_finite)
+    check_square(Y, "sqrtm")
+    if ridge < 0:
+        raise ValueError(f"ridge must be >= 0, got {ridge}")
+    if ridge:
+        Y = Y + ridge * torch.eye(Y.shape[-1], dtype=Y.dtype, device=Y.device)
+    if check_psd:
+        _check_spd(Y, "sqrtm")
+    Y, c = safe_frobenius_normalize(Y, "sqrtm")
+    n = Y.shape[-1]
+    Z = identity_like(Y, n).clone()
+
+    def residual(state: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return identity_like(state[0], n) - state[1] @ state[0]
+
+    def update(state: tuple[torch.Tensor, ...], T: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (state[0] @ T, T @ state[1])
+
+    (Y, Z), info = _iterate((Y, Z), residual, update, n, opts, symmetric=True, name="sqrtm")
+    root_c = c.sqrt()
+    inv = torch.where(c > 0, Z / torch.where(c > 0, root_c, torch.ones_like(c)), torch.inf)
+    result = (_finish(Y * root_c, out_dtype), _finish(inv, out_dtype))
+    return (*result, info) if opts.return_info else result
+
+
+def sqrtm(A: torch.Tensor, **options: Any) -> Any:
+    """``A^{1/2}`` of a symmetric positive semi-definite ``A``; see :func:`sqrtm_and_inv`."""
+    out = sqrtm_and_inv(A, **options)
+    return (out[0], out[2]) if len(out) == 3 else out[0]
+
+
+def inv_sqrtm(A: torch.Tensor, **options: Any) -> Any:
+    """``A^{-1/2}`` of a symmetric positive definite ``A``; see :func:`sqrtm_and_inv`."""
+    out = sqrtm_and_inv(A, **options)
+    return (out[1], out[2]) if len(out) == 3 else out[1]
+
+
+def inv_root(A: torch.Tensor, p: int, **options: Any) -> Any:
+    """``A^{-1/p}`` for ``p ∈ {2, 4}`` of a symmetric positive definite ``A`` (Shampoo's preconditioner).
+
+    ``p = 4`` composes two coupled runs, ``(A^{1/2})^{-1/2}``, each of ``steps`` iterations;
+    ``info`` then concatenates both runs' histories.
+    """
+    if p not in (2, 4):
+        raise ValueError(f"inv_root supports p in (2, 4), got {p!r}")
+    if p == 2:
+        return inv_sqrtm(A, **options)
+    return_info = options.get("return_info", False)
+    out = sqrtm_and_inv(A, **options)
+    half = out[0]
+    second = dict(options, check_psd=False, ridge=0.0, check_finite=False)
+    result = sqrtm_and_inv((half + half.mT) * 0.5, **second)
+    if not return_info:
+        return result[1]
+    first_info, second_info = out[2], result[2]
+    info = PrismInfo(
+        torch.cat([first_info.alphas, second_info.alphas]),
+        torch.cat([first_info.residual_fro, second_info.residual_fro]),
+        first_info.iterations + second_info.iterations,
+        first_info.n,
+    )
+    return result[1], info
+
+
+def residual(X: torch.Tensor, kind: str = "polar") -> torch.Tensor:
+    """``‖I − XᵀX‖_F`` (``kind="polar"``, X tall or wide) or ``‖I − X²‖_F`` (``"sign"``) per matrix."""
+    if kind == "polar":
+        if X.shape[-2] < X.shape[-1]:
+            X = X.mT
+        return torch.linalg.matrix_norm(identity_like(X, X.shape[-1]) - X.mT @ X)
+    if kind == "sign":
+        check_square(X, "residual")
+        return torch.linalg.matrix_norm(identity_like(X, X.shape[-1]) - X @ X)
+    raise ValueError(f"kind must be 'polar' or 'sign', got {kind!r}")

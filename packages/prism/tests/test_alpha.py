@@ -1,0 +1,132 @@
+import numpy as np
+import pytest
+import torch
+from prism_matfn.alpha import (
+    ALPHA_BOUNDS,
+    CLASSIC_ALPHA,
+    evaluate_quartic,
+    evaluate_residual_map,
+    fit_alpha,
+    krylov_gram,
+    minimize_quartic,
+    objective_coefficients,
+    power_hankel,
+)
+
+
+def spec_h(r, alpha, degree):
+    """The residual maps as printed in the spec (section 2.2)."""
+    if degree == 3:
+        return (1 - 2 * alpha) * r + (2 * alpha - alpha**2) * r**2 + alpha**2 * r**3
+    return 0.75 * r**2 + 0.25 * r**3 + alpha * (r**4 + r**3 - 2 * r**2) + alpha**2 * (r**5 - r**4)
+
+
+def spec_quartic(t, degree):
+    """c1..c4 as printed in the spec, from power traces t[j] = tr(R^j)."""
+    if degree == 3:
+        return [
+            4 * t[3] - 4 * t[2],
+            6 * t[4] - 10 * t[3] + 4 * t[2],
+            4 * t[5] - 8 * t[4] + 4 * t[3],
+            t[6] - 2 * t[5] + t[4],
+        ]
+    return [
+        0.5 * t[7] + 2 * t[6] + 0.5 * t[5] - 3 * t[4],
+        1.5 * t[8] + 3 * t[7] - 4.5 * t[6] - 4 * t[5] + 4 * t[4],
+        2 * t[9] - 6 * t[7] + 4 * t[6],
+        t[10] - 2 * t[9] + t[8],
+    ]
+
+
+def random_residual(n, seed, low=-0.3, high=1.0):
+    g = torch.Generator().manual_seed(seed)
+    Q, _ = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
+    r = low + (high - low) * torch.rand(n, generator=g, dtype=torch.float64)
+    return (Q * r) @ Q.T, r
+
+
+@pytest.mark.parametrize("degree", [3, 5])
+def test_residual_map_matches_the_update(degree):
+    # h(r; α) = 1 − (1 − r) g(r)² is the residual after one step, for every r and α.
+    r = torch.linspace(-0.3, 1.0, 50, dtype=torch.float64)
+    for alpha in (0.2, 0.5, 1.3):
+        g = 1 + alpha * r if degree == 3 else 1 + 0.5 * r + alpha * r**2
+        direct = 1 - (1 - r) * g**2
+        torch.testing.assert_close(evaluate_residual_map(r, alpha, degree), direct)
+        torch.testing.assert_close(
+            evaluate_residual_map(r, alpha, degree), spec_h(r, alpha, degree)
+        )
+
+
+@pytest.mark.parametrize("degree", [3, 5])
+def test_quartic_coefficients_match_spec_formulas_and_expansion(degree):
+    rng = np.random.default_rng(degree)
+    r = torch.tensor(rng.uniform(-0.3, 1.0, 40))
+    order = 3 if degree == 3 else 5
+    q = objective_coefficients(power_hankel(r, order), degree)
+    t = [float((r**j).sum()) for j in range(11)]
+    np.testing.assert_allclose(q[1:].numpy(), spec_quartic(t, degree), rtol=1e-10, atol=1e-10)
+    for alpha in rng.uniform(0, 2, 5):
+        expanded = float((spec_h(r, alpha, degree) ** 2).sum())
+        value = float(evaluate_quartic(q, torch.tensor([alpha], dtype=torch.float64))[0])
+        assert value == pytest.approx(expanded, rel=1e-10)
+
+
+@pytest.mark.parametrize("degree", [3, 5])
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_fit_is_the_brute_force_argmin(degree, seed):
+    R, r = random_residual(24, seed, low=-0.3 if seed % 2 else 0.0)
+    lo, hi = ALPHA_BOUNDS[degree]
+    alpha = float(fit_alpha(R, None, degree))
+    grid = np.linspace(lo, hi, 10_000)
+    values = evaluate_residual_map(r, torch.tensor(grid).unsqueeze(-1), degree)
+    objective = (values**2).sum(-1).tolist()
+    assert lo <= alpha <= hi
+    best = grid[int(np.argmin(objective))]
+    assert abs(alpha - best) < 1e-3
+    at_alpha = float((evaluate_residual_map(r, alpha, degree) ** 2).sum())
+    assert at_alpha <= min(objective[0], objective[-1]) + 1e-12
+    assert at_alpha <= min(objective) + 1e-10
+
+
+@pytest.mark.parametrize("degree", [3, 5])
+def test_identity_sketch_equals_exact_fit(degree):
+    R, _ = random_residual(16, 7)
+    exact = fit_alpha(R, None, degree)
+    sketched = fit_alpha(R, torch.eye(16, dtype=torch.float64), degree)
+    assert float(sketched) == pytest.approx(float(exact), abs=1e-9)
+
+
+def test_krylov_gram_of_symmetric_residual_is_the_trace_hankel():
+    R, r = random_residual(12, 3)
+    S = torch.eye(12, dtype=torch.float64)
+    torch.testing.assert_close(krylov_gram(R, S, 5), power_hankel(r, 5))
+
+
+def test_grid_solver_is_within_one_grid_step_of_exact():
+    R, _ = random_residual(20, 11)
+    exact = float(fit_alpha(R, None, 5))
+    grid = float(fit_alpha(R, None, 5, solver="grid", grid_points=65))
+    assert abs(exact - grid) <= (ALPHA_BOUNDS[5][1] - ALPHA_BOUNDS[5][0]) / 64
+
+
+def test_minimize_quartic_degenerate_cases():
+    bounds = (0.375, 1.45)
+    # Flat objective (converged iterate): the classic coefficient.
+    assert float(minimize_quartic(torch.zeros(5, dtype=torch.float64), bounds)) == 0.375
+    # No quartic term: Q = (α − 0.9)² has its minimum inside.
+    q = torch.tensor([0.81, -1.8, 1.0, 0.0, 0.0], dtype=torch.float64)
+    assert float(minimize_quartic(q, bounds)) == pytest.approx(0.9, abs=1e-9)
+    # Minimum outside: clamped to the bound.
+    q = torch.tensor([0.0, -10.0, 1.0, 0.0, 0.0], dtype=torch.float64)
+    assert float(minimize_quartic(q, bounds)) == pytest.approx(1.45)
+
+
+def test_fitted_step_is_never_worse_than_classic():
+    for seed in range(5):
+        R, r = random_residual(30, seed)
+        for degree in (3, 5):
+            alpha = float(fit_alpha(R, None, degree))
+            fitted = float(evaluate_residual_map(r, alpha, degree).norm())
+            classic = float(evaluate_residual_map(r, CLASSIC_ALPHA[degree], degree).norm())
+            assert fitted <= classic + 1e-12

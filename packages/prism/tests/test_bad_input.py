@@ -1,0 +1,86 @@
+import numpy as np
+import prism_matfn as pm
+import pytest
+import torch
+
+G = torch.randn(8, 5, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"degree": 4}, "degree must be 3 or 5, got 4"),
+        ({"steps": -1}, "steps must be a non-negative int, got -1"),
+        ({"sketch_dim": 0}, "sketch_dim must be >= 1, got 0"),
+        ({"fit": "magic"}, "fit must be one of"),
+        ({"alpha_solver": "newton"}, "alpha_solver must be one of"),
+        ({"alpha_bounds": (1.0, 0.5)}, "lo <= hi"),
+        ({"alpha_bounds": (0.375, 2.0)}, "convergent range"),
+        ({"degree": 3, "alpha_bounds": (0.5, 1.2)}, "convergent range"),
+        ({"alpha": 3.0, "fit": "fixed"}, "alpha=3.0 is outside"),
+        ({"tol": 0.0}, "tol must be > 0"),
+        ({"sketch": torch.randn(7, 3)}, r"sketch must have shape \(5, p\)"),
+    ],
+)
+def test_bad_options_raise_value_error(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pm.polar(G, **kwargs)
+
+
+def test_unsafe_bounds_are_allowed_on_request():
+    out = pm.polar(G, alpha_bounds=(0.375, 1.6), allow_unsafe=True)
+    assert torch.isfinite(out).all()
+
+
+def test_bad_inputs():
+    with pytest.raises(
+        ValueError, match=r"polar expects a matrix or batch of matrices, got shape \(5,\)"
+    ):
+        pm.polar(torch.ones(5))
+    with pytest.raises(TypeError, match=r"torch\.Tensor, got ndarray"):
+        pm.polar(np.ones((3, 3)))
+    with pytest.raises(TypeError, match="real matrices only"):
+        pm.polar(torch.ones(3, 3, dtype=torch.complex64))
+    bad = G.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        pm.polar(bad)
+    bad[0, 0] = float("inf")
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        pm.sqrtm(bad @ bad.T)
+
+
+def test_all_zero_input_returns_zeros_with_warning():
+    with pytest.warns(RuntimeWarning, match="all-zero"):
+        out = pm.polar(torch.zeros(2, 6, 4))
+    assert torch.equal(out, torch.zeros(2, 6, 4))
+    mixed = torch.stack([torch.zeros(6, 4), G[:6, :4]])
+    with pytest.warns(RuntimeWarning, match="all-zero"):
+        out = pm.polar(mixed, steps=10)
+    assert torch.equal(out[0], torch.zeros(6, 4))
+    assert float(pm.residual(out[1])) < 1e-3
+
+
+def test_sqrtm_rejects_non_square_non_symmetric_and_indefinite():
+    with pytest.raises(ValueError, match="square"):
+        pm.sqrtm(torch.ones(3, 4))
+    A = torch.randn(4, 4, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="symmetric"):
+        pm.sqrtm(A)
+    with pytest.raises(ValueError, match="ridge="):
+        pm.inv_sqrtm(torch.diag(torch.tensor([1.0, -0.5, 2.0])))
+    # a ridge makes it definite
+    out = pm.sqrtm(torch.diag(torch.tensor([1.0, -0.5, 2.0])), ridge=1.0, steps=30)
+    torch.testing.assert_close(out, torch.diag(torch.tensor([2.0, 0.5, 3.0]).sqrt()))
+
+
+def test_inv_root_rejects_other_orders():
+    with pytest.raises(ValueError, match="p in"):
+        pm.inv_root(torch.eye(3), 3)
+
+
+def test_baseline_bad_coefficients():
+    with pytest.raises(ValueError, match="coeffs must be one of"):
+        pm.baselines.newton_schulz(G, 5, "cubic5")
+    with pytest.raises(ValueError, match="triples"):
+        pm.baselines.newton_schulz(G, 5, [(1.0, 2.0)])
