@@ -1,0 +1,253 @@
+"""The PPAI estimating equation, its solution, plug-in covariance and power tuning (pure functions).
+
+For one target with weights ``w_t`` on the T labeled rounds (``ρ_t = ν(A_t|X_t)/π_t(A_t|X_t)`` for
+IPW) and target arm weights ``ν(a|x̃_j)`` on the N unlabeled contexts, the equation is ([R], spec §2.2)
+
+    Ψ_λ(θ) = λ s (1/N) Σ_j Σ_a ν(a|x̃_j) ψ(θ; x̃_j, f(x̃_j, a)) + (1/T) Σ_t w_t [ψ(θ; X_t, Y_t) − λ ψ(θ; X_t, f_t)]
+
+with ``s = 1`` for IPW (``s = mean(w)`` for the square-root stabilised weights, see
+:mod:`ppai.weighting`). λ may be a vector: coordinate k of Ψ then uses λ_k. The equation is a sum of
+*groups* ``(X, Y, c, λ_g)`` each contributing ``λ_g ⊙ (1/n_g) Σ_i c_i ψ(θ; x_i, y_i)``: the labeled
+outcomes (λ_g = 1), the labeled predictions (λ_g = −λ) and one group per target arm on the unlabeled
+pool (λ_g = λ).
+
+Covariance (spec §2.3): ``Cov(θ̂) = H⁻¹ [V_L(λ) + (T/N) Λ V_U Λ] H⁻ᵀ / T`` with
+``V_L(λ) = Cov_t(a_t − Λ b_t)``, ``a_t = w_t ψ^Y_t``, ``b_t = w_t ψ^f_t`` (centred sample covariances,
+``ddof=1`` as ``ppi_py``), ``V_U`` the covariance of the unlabeled scores and ``H`` the population
+Jacobian. Several targets stack into one θ; their blocks share the rounds and the pool, so the joint
+covariance gives contrasts such as treatment effects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ppai.problems import Array, ZProblem, check_invertible, problem_name
+
+Group = tuple[Array | None, Array, Array, Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One target's arrays, ready for the maths.
+
+    ``X``/``Y``/``f``/``w``: labeled contexts ``(T, p)`` (or ``None``), outcomes, predictions for the
+    played arm and weights, all length T. ``X_u``: unlabeled contexts ``(N, p)`` or ``None``;
+    ``f_u``/``nu_u``: for each arm the target puts weight on, its predictions and ν weights on the pool
+    (length N each). ``s``: scale of the unlabeled term. ``centre``: whether the influence of a labeled
+    prediction is taken about the unlabeled mean (square-root stabilised weights).
+    """
+
+    X: Array | None
+    Y: Array
+    f: Array
+    w: Array
+    X_u: Array | None
+    f_u: tuple[Array, ...]
+    nu_u: tuple[Array, ...]
+    s: float = 1.0
+    centre: bool = False
+
+    @property
+    def n_labeled(self) -> int:
+        return int(self.Y.shape[0])
+
+    @property
+    def n_unlabeled(self) -> int:
+        return int(self.f_u[0].shape[0]) if self.f_u else 0
+
+
+def groups(block: Block, lam: Array) -> list[Group]:
+    """The groups whose sum is Ψ_λ (see the module docstring); ``lam`` has length d."""
+    out: list[Group] = [(block.X, block.Y, block.w, np.ones_like(lam))]
+    if np.any(lam != 0):
+        out.append((block.X, block.f, block.w, -lam))
+        out += [
+            (block.X_u, f, block.s * nu, lam) for f, nu in zip(block.f_u, block.nu_u, strict=True)
+        ]
+    return out
+
+
+def equation(problem: ZProblem, groups_: list[Group], theta: Array) -> Array:
+    """Ψ(θ) = Σ_g λ_g ⊙ (1/n_g) Σ_i c_i ψ(θ; x_i, y_i)."""
+    return sum(lam * (c @ problem.psi(theta, X, Y)) / Y.shape[0] for X, Y, c, lam in groups_)
+
+
+def equation_jacobian(problem: ZProblem, groups_: list[Group], theta: Array) -> Array:
+    """∂Ψ/∂θ, from the problem's per-group Jacobians."""
+    return sum(lam[:, None] * problem.jacobian(theta, X, Y, c) for X, Y, c, lam in groups_)
+
+
+def newton_solve(
+    problem: ZProblem, groups_: list[Group], theta0: Array, tol: float = 1e-10, max_iter: int = 50
+) -> Array:
+    """Root of Ψ by Newton's method with backtracking on ‖Ψ‖ (exact in one step for linear ψ)."""
+    theta = np.asarray(theta0, dtype=float).copy()
+    psi = equation(problem, groups_, theta)
+    for _ in range(max_iter):
+        J = equation_jacobian(problem, groups_, theta)
+        check_invertible(problem, J, "Jacobian")
+        step = np.linalg.solve(J, psi)
+        t, norm = 1.0, float(np.linalg.norm(psi))
+        while True:
+            candidate = theta - t * step
+            new_psi = equation(problem, groups_, candidate)
+            if np.linalg.norm(new_psi) <= (1 - 1e-4 * t) * norm or t < 1e-6:
+                break
+            t /= 2
+        theta, psi = candidate, new_psi
+        if np.linalg.norm(t * step) <= tol * (1 + np.linalg.norm(theta)):
+            return theta
+    raise RuntimeError(
+        f"Newton's method for the {problem_name(problem)} problem did not converge in {max_iter} "
+        f"iterations (‖Ψ‖ = {np.linalg.norm(psi):.3g}); the equation may have no root"
+    )
+
+
+def solve(problem: ZProblem, block: Block, lam: Array, theta0: Array | None = None) -> Array:
+    """θ̂_λ for one block: the problem's own ``solve`` (closed forms, quantile) or Newton."""
+    groups_ = groups(block, lam)
+    custom = getattr(problem, "solve", None)
+    if custom is not None:
+        return np.asarray(custom(groups_), dtype=float)
+    if theta0 is None:
+        theta0 = problem.init(block.X, block.Y, block.w)
+    return newton_solve(problem, groups_, theta0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreStats:
+    """Plug-in statistics at a fixed θ, stacked over targets (dimension D = Σ d_b).
+
+    ``C_aa``, ``C_ab``, ``C_bb``: centred covariances of the weighted labeled scores
+    ``a_t = w_t ψ^Y_t`` and ``b_t = w_t ψ^f_t``; ``V_U``: covariance of ``s ψ̃_j`` on the pool;
+    ``H``: the population Jacobian; ``T``, ``N``: sample sizes.
+    """
+
+    C_aa: Array
+    C_ab: Array
+    C_bb: Array
+    V_U: Array
+    H: Array
+    T: int
+    N: int
+
+    @property
+    def H_inv(self) -> Array:
+        return np.linalg.inv(self.H)
+
+
+def _cov(u: Array, v: Array) -> Array:
+    n = u.shape[0]
+    return (u - u.mean(0)).T @ (v - v.mean(0)) / (n - 1)
+
+
+def _block_stats(problem: ZProblem, block: Block, theta: Array, pooled_jacobian: bool):
+    X, w = block.X, block.w
+    a = w[:, None] * problem.psi(theta, X, block.Y)
+    psi_f = problem.psi(theta, X, block.f)
+    d = a.shape[1]
+    if block.f_u:
+        psi_u = sum(
+            nu[:, None] * problem.psi(theta, block.X_u, f)
+            for f, nu in zip(block.f_u, block.nu_u, strict=True)
+        )
+        psi_u_mean = psi_u.mean(0)
+        u = block.s * psi_u
+    else:
+        psi_u_mean = np.zeros(d)
+        u = np.zeros((0, d))
+    # Square-root stabilised weights: the rectifier's influence is w_t (ψ^f_t − ψ̃̄), see weighting.py.
+    b = w[:, None] * (psi_f - psi_u_mean if block.centre else psi_f)
+    H_L = problem.jacobian(theta, X, block.Y, w)
+    if pooled_jacobian and block.f_u and not getattr(problem, "jacobian_uses_y", True):
+        # ∂ψ does not involve y: estimate the population Jacobian on all T + N contexts (as PPI++).
+        H_U = sum(
+            problem.jacobian(theta, block.X_u, f, block.s * nu)
+            for f, nu in zip(block.f_u, block.nu_u, strict=True)
+        )
+        T, N = block.n_labeled, block.n_unlabeled
+        H = (T * H_L + N * H_U) / (T + N)
+    else:
+        H = H_L
+    return a, b, u, H
+
+
+def score_stats(
+    problem: ZProblem, blocks: list[Block], thetas: list[Array], pooled_jacobian: bool
+) -> ScoreStats:
+    """Plug-in statistics for stacked targets at ``thetas`` (one per block)."""
+    parts = [
+        _block_stats(problem, b, t, pooled_jacobian) for b, t in zip(blocks, thetas, strict=True)
+    ]
+    a = np.hstack([p[0] for p in parts])
+    b = np.hstack([p[1] for p in parts])
+    u = np.hstack([p[2] for p in parts])
+    D = a.shape[1]
+    H = np.zeros((D, D))
+    i = 0
+    for p in parts:
+        d = p[3].shape[0]
+        H[i : i + d, i : i + d] = p[3]
+        i += d
+    T, N = a.shape[0], u.shape[0]
+    V_U = _cov(u, u) if N > 1 else np.zeros((D, D))
+    return ScoreStats(_cov(a, a), _cov(a, b), _cov(b, b), V_U, H, T, N)
+
+
+def covariance(stats: ScoreStats, lam: Array) -> Array:
+    """Cov(θ̂) = H⁻¹ [C_aa − C_ab Λ − Λ C_ba + Λ C_bb Λ + (T/N) Λ V_U Λ] H⁻ᵀ / T."""
+    L = np.diag(np.broadcast_to(lam, (stats.H.shape[0],)))
+    V = stats.C_aa - stats.C_ab @ L - L @ stats.C_ab.T + L @ stats.C_bb @ L
+    if stats.N > 0:
+        V = V + (stats.T / stats.N) * L @ stats.V_U @ L
+    H_inv = stats.H_inv
+    cov = H_inv @ V @ H_inv.T / stats.T
+    return (cov + cov.T) / 2
+
+
+def tune_lambda(
+    stats: ScoreStats, mode: str = "overall", coord: int | None = None, clip: bool = True
+) -> Array:
+    """The plug-in power-tuning λ̂ (spec §2.3), the exact minimiser of the plug-in variance.
+
+    ``mode="overall"``: one λ minimising tr Cov(θ̂) (or Var(θ̂_coord) when ``coord`` is given);
+    ``mode="element"``: one λ per coordinate from the diagonals, as ``ppi_py``'s ``lam_optim_mode``.
+    With ``clip`` λ̂ is clipped to [0, 1] (the minimiser over [0, 1], by convexity). Returns a vector of
+    length D (constant for ``"overall"``).
+    """
+    H_inv = stats.H_inv
+    num_m = H_inv @ (stats.C_ab + stats.C_ab.T) @ H_inv.T
+    den_m = 2 * H_inv @ (stats.C_bb + (stats.T / max(stats.N, 1)) * stats.V_U) @ H_inv.T
+    D = stats.H.shape[0]
+    if mode == "overall":
+        num, den = (
+            (np.trace(num_m), np.trace(den_m))
+            if coord is None
+            else (
+                num_m[coord, coord],
+                den_m[coord, coord],
+            )
+        )
+        lam = np.full(D, num / den if den > 0 else 0.0)
+    elif mode == "element":
+        num_d, den_d = np.diag(num_m), np.diag(den_m)
+        lam = np.divide(num_d, den_d, out=np.zeros(D), where=den_d > 0)
+    else:
+        raise ValueError(f"mode must be 'overall' or 'element', got {mode!r}")
+    return np.clip(lam, 0.0, 1.0) if clip else lam
+
+
+def lam_vector(lam: float | NDArray[np.floating], D: int) -> Array:
+    """A user's λ (scalar or length-D vector) as a length-D float vector."""
+    arr = np.asarray(lam, dtype=float)
+    if arr.ndim == 0:
+        return np.full(D, float(arr))
+    if arr.shape != (D,):
+        raise ValueError(
+            f"lam must be a scalar or have length {D} (the dimension of θ), got {arr.shape}"
+        )
+    return arr.copy()

@@ -1,0 +1,276 @@
+"""The PPAI estimator object (scikit-learn style) and the fitting pipeline it wraps.
+
+Pipeline (spec §2.3): θ̂₀ = labeled-only IPW solution → λ̂ at θ̂₀ → θ̂ = root of Ψ_λ̂ → Cov(θ̂) at θ̂.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from ppai.estimating import Block, covariance, lam_vector, score_stats, solve, tune_lambda
+from ppai.inputs import PROPENSITY_FLOOR, check_alpha, check_data
+from ppai.problems import Array, ZProblem, problem_name, resolve_problem
+from ppai.weighting import WEIGHTINGS, TargetPolicy, build_blocks
+
+Alternative = Literal["two-sided", "larger", "smaller"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ZFit:
+    """The result of :func:`fit_blocks`: stacked θ̂ (length D), its covariance and the λ used."""
+
+    theta: Array
+    cov: Array
+    lam: Array
+    theta_pilot: Array
+
+
+def fit_blocks(
+    problem: ZProblem,
+    blocks: list[Block],
+    lam: float | Array | None = None,
+    *,
+    lam_mode: str = "overall",
+    coord: int | None = None,
+    clip_lam: bool = True,
+) -> ZFit:
+    """Fit stacked targets: ``lam=None`` tunes λ (scalar or per coordinate), else uses it as given."""
+    dims = [problem.dim(b.X) for b in blocks]
+    D = sum(dims)
+    cuts = np.cumsum([0, *dims])
+    zero = np.zeros(D)
+    pilot = [solve(problem, b, zero[:d]) for b, d in zip(blocks, dims, strict=True)]
+    if lam is None:
+        if coord is not None and not 0 <= coord < D:
+            raise ValueError(f"coord must index a coordinate of θ in [0, {D}), got {coord}")
+        lam_v = tune_lambda(
+            score_stats(problem, blocks, pilot, pooled_jacobian=True), lam_mode, coord, clip_lam
+        )
+    else:
+        lam_v = lam_vector(lam, D)
+    if np.any(lam_v != 0) and any(b.n_unlabeled < 2 for b in blocks):
+        raise ValueError(
+            "PPAI needs at least 2 unlabeled contexts; pass lam=0 for the labeled-only estimator"
+        )
+    thetas = [
+        solve(problem, b, lam_v[cuts[i] : cuts[i + 1]], theta0=pilot[i])
+        for i, b in enumerate(blocks)
+    ]
+    stats = score_stats(problem, blocks, thetas, pooled_jacobian=bool(np.any(lam_v != 0)))
+    return ZFit(np.concatenate(thetas), covariance(stats, lam_v), lam_v, np.concatenate(pilot))
+
+
+def z_interval(theta: Array, se: Array, alpha: float, alternative: str = "two-sided") -> Array:
+    """Wald intervals ``(D, 2)``; one-sided alternatives give a half-line (ppi_py's convention)."""
+    if alternative == "two-sided":
+        z = ndtri(1 - alpha / 2)
+        return np.stack([theta - z * se, theta + z * se], axis=-1)
+    z = ndtri(1 - alpha)
+    if alternative == "larger":
+        return np.stack([theta - z * se, np.full_like(theta, np.inf)], axis=-1)
+    if alternative == "smaller":
+        return np.stack([np.full_like(theta, -np.inf), theta + z * se], axis=-1)
+    raise ValueError(f"alternative must be 'two-sided', 'larger' or 'smaller', got {alternative!r}")
+
+
+def z_pvalue(theta: Array, se: Array, null: float | Array, alternative: str = "two-sided") -> Array:
+    """Wald p-values for H0: θ = null against the alternative."""
+    z = (theta - null) / se
+    if alternative == "two-sided":
+        return 2 * ndtr(-np.abs(z))
+    if alternative == "larger":
+        return ndtr(-z)
+    if alternative == "smaller":
+        return ndtr(z)
+    raise ValueError(f"alternative must be 'two-sided', 'larger' or 'smaller', got {alternative!r}")
+
+
+class PPAI:
+    """Prediction-powered inference on adaptively collected data ([R] reconstruction, see the README).
+
+    Parameters
+    ----------
+    problem : ``"mean"``, ``"ols"``, ``"logistic"``, ``"quantile"`` or a :class:`ppai.ZProblem`.
+    target_arm : an arm index, or a sequence of arms estimated jointly (for contrasts).
+    target_policy : instead of arms, a policy to evaluate off-policy: a callable mapping contexts
+        ``(n, p)`` to ``(n, K)`` probabilities, or a fixed length-K probability vector.
+    lam : ``"auto"`` (plug-in power tuning), a float, or a per-coordinate vector. 0 gives the
+        labeled-only IPW estimator, 1 plain prediction-powered inference.
+    clip_lam : clip the tuned λ to [0, 1]; a user λ outside [0, 1] is then an error.
+    coord : tune λ for the variance of this coordinate only (0-based).
+    lam_mode : ``"overall"`` (one λ) or ``"element"`` (one λ per coordinate).
+    weighting : ``"ipw"``, ``"sqrt_stabilized"`` or ``"none"`` (ignore adaptivity); see
+        :mod:`ppai.weighting`.
+    stabilizing_policy : π_s for ``"sqrt_stabilized"``; uniform by default.
+    alpha : default error level of :meth:`conf_int`, in (0, 1).
+    q : quantile level for ``problem="quantile"``.
+    propensity_floor : warn when a logged propensity is below it.
+    n_arms : number of arms K when the arrays do not show it.
+
+    Attributes
+    ----------
+    theta_ : (D,) estimates, stacked over targets. cov_ : (D, D) covariance. se_ : (D,) standard
+    errors. lam_ : float (one λ) or (D,) array. theta_labeled_only_ : (D,) the IPW pilot (λ = 0).
+    n_labeled_, n_unlabeled_, n_arms_ : sample sizes and K. problem_ : the resolved problem.
+    """
+
+    def __init__(
+        self,
+        problem: str | ZProblem = "mean",
+        *,
+        target_arm: int | Sequence[int] | None = None,
+        target_policy: TargetPolicy | None = None,
+        lam: float | Sequence[float] | Literal["auto"] | None = "auto",
+        clip_lam: bool = True,
+        coord: int | None = None,
+        lam_mode: Literal["overall", "element"] = "overall",
+        weighting: Literal["ipw", "sqrt_stabilized", "none"] = "ipw",
+        stabilizing_policy: Sequence[float] | None = None,
+        alpha: float = 0.05,
+        q: float = 0.5,
+        propensity_floor: float = PROPENSITY_FLOOR,
+        n_arms: int | None = None,
+    ) -> None:
+        self.problem = problem
+        self.target_arm = target_arm
+        self.target_policy = target_policy
+        self.lam = lam
+        self.clip_lam = clip_lam
+        self.coord = coord
+        self.lam_mode = lam_mode
+        self.weighting = weighting
+        self.stabilizing_policy = stabilizing_policy
+        self.alpha = alpha
+        self.q = q
+        self.propensity_floor = propensity_floor
+        self.n_arms = n_arms
+
+    def _check_params(self) -> tuple[ZProblem, tuple[int, ...], Array | None]:
+        problem = resolve_problem(self.problem, self.q)
+        check_alpha(self.alpha)
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
+        if (self.target_arm is None) == (self.target_policy is None):
+            raise ValueError("give exactly one of target_arm and target_policy")
+        arms: tuple[int, ...] = ()
+        if self.target_arm is not None:
+            raw = np.atleast_1d(np.asarray(self.target_arm))
+            if raw.ndim != 1 or raw.size == 0 or not np.issubdtype(raw.dtype, np.integer):
+                raise TypeError(
+                    f"target_arm must be an int or a sequence of ints, got {self.target_arm!r}"
+                )
+            arms = tuple(int(a) for a in raw)
+            if len(set(arms)) != len(arms):
+                raise ValueError(f"target_arm has repeated arms: {arms}")
+        if isinstance(self.lam, str) or self.lam is None:
+            if self.lam not in ("auto", None):
+                raise ValueError(f"lam must be 'auto', a float or a vector, got {self.lam!r}")
+            return problem, arms, None
+        lam = np.asarray(self.lam, dtype=float)
+        if not np.all(np.isfinite(lam)):
+            raise ValueError(f"lam must be finite, got {self.lam!r}")
+        if self.clip_lam and (np.any(lam < 0) or np.any(lam > 1)):
+            raise ValueError(
+                f"lam={self.lam!r} lies outside [0, 1] while clip_lam=True; pass clip_lam=False to "
+                "use it as given"
+            )
+        return problem, arms, lam
+
+    def fit(
+        self,
+        X: Any,
+        A: Any,
+        Y: Any,
+        propensity: Any,
+        pred_labeled: Any,
+        X_unlabeled: Any,
+        pred_unlabeled: Any,
+    ) -> PPAI:
+        """Fit on T labeled rounds and an unlabeled pool of N contexts.
+
+        X : (T, p) contexts/covariates of the rounds, or None (mean, quantile without contexts).
+        A : (T,) played arms in {0..K-1}. Y : (T,) outcomes of the played arms.
+        propensity : (T,) logged propensity of the played arm, or the (T, K) matrix.
+        pred_labeled : (T,) predictions for the played arm, or (T, K) for every arm.
+        X_unlabeled : (N, p) contexts of the pool, or None.
+        pred_unlabeled : (N, K) predictions for every arm on the pool, or (N,) for a single target arm.
+        """
+        problem, arms, lam = self._check_params()
+        data = check_data(
+            X,
+            A,
+            Y,
+            propensity,
+            pred_labeled,
+            X_unlabeled,
+            pred_unlabeled,
+            target_arms=arms,
+            n_arms=self.n_arms,
+            floor=self.propensity_floor,
+        )
+        if problem_name(problem) == "logistic" and np.any((data.Y != 0) & (data.Y != 1)):
+            raise ValueError("the logistic problem needs binary outcomes Y in {0, 1}")
+        blocks = build_blocks(
+            data,
+            target_arms=arms,
+            target_policy=self.target_policy,
+            weighting=self.weighting,
+            stabilizing_policy=self.stabilizing_policy,
+        )
+        fit = fit_blocks(
+            problem, blocks, lam, lam_mode=self.lam_mode, coord=self.coord, clip_lam=self.clip_lam
+        )
+        self.problem_ = problem
+        self.theta_ = fit.theta
+        self.cov_ = fit.cov
+        self.se_ = np.sqrt(np.diag(fit.cov))
+        self.lam_ = (
+            float(fit.lam[0]) if self.lam_mode == "overall" and np.ptp(fit.lam) == 0 else fit.lam
+        )
+        self.theta_labeled_only_ = fit.theta_pilot
+        self.n_labeled_ = data.T
+        self.n_unlabeled_ = data.N
+        self.n_arms_ = data.K
+        return self
+
+    def _fitted(self) -> None:
+        if not hasattr(self, "theta_"):
+            raise RuntimeError("this PPAI instance is not fitted yet: call fit(...) first")
+
+    def conf_int(self, alpha: float | None = None, alternative: Alternative = "two-sided") -> Array:
+        """``(D, 2)`` Wald confidence intervals at level ``1 − alpha``."""
+        self._fitted()
+        return z_interval(
+            self.theta_, self.se_, check_alpha(self.alpha if alpha is None else alpha), alternative
+        )
+
+    def pvalue(self, null: float | Array = 0.0, alternative: Alternative = "two-sided") -> Array:
+        """``(D,)`` Wald p-values for H0: θ_j = null_j."""
+        self._fitted()
+        return z_pvalue(self.theta_, self.se_, null, alternative)
+
+    def contrast(
+        self, weights: Sequence[float] | Array, alpha: float | None = None
+    ) -> dict[str, float]:
+        """Estimate, standard error, interval and p-value (H0: 0) of ``weights · θ``.
+
+        With ``target_arm=[1, 0]``, ``contrast([1, -1])`` is the effect of arm 1 over arm 0.
+        """
+        self._fitted()
+        c = np.asarray(weights, dtype=float)
+        if c.shape != self.theta_.shape:
+            raise ValueError(
+                f"weights must have shape {self.theta_.shape} (one per coordinate), got {c.shape}"
+            )
+        est = float(c @ self.theta_)
+        se = float(np.sqrt(c @ self.cov_ @ c))
+        lo, hi = z_interval(
+            np.array([est]), np.array([se]), check_alpha(self.alpha if alpha is None else alpha)
+        )[0]
+        p = float(z_pvalue(np.array([est]), np.array([se]), 0.0)[0])
+        return {"estimate": est, "se": se, "lower": float(lo), "upper": float(hi), "pvalue": p}

@@ -1,0 +1,170 @@
+"""Validation of the arrays of an adaptive experiment, with errors that name the bad argument."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ppai.problems import Array
+
+PROPENSITY_FLOOR = 1e-3
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptiveData:
+    """A validated experiment: T labeled rounds, N unlabeled contexts, K arms.
+
+    ``pi`` is the propensity of the played arm, ``f`` the prediction for the played arm, ``f_u`` the
+    ``(N, K)`` predictions on the pool (one column when a single target arm was given as a vector,
+    stored in that arm's column with the others NaN).
+    """
+
+    X: Array | None
+    A: np.ndarray
+    Y: Array
+    pi: Array
+    f: Array
+    X_u: Array | None
+    f_u: Array
+    K: int
+
+    @property
+    def T(self) -> int:
+        return int(self.Y.shape[0])
+
+    @property
+    def N(self) -> int:
+        return int(self.f_u.shape[0])
+
+
+def as_float_array(value: Any, name: str, ndim: tuple[int, ...]) -> Array:
+    """``value`` as a finite float array with one of the allowed ``ndim``s."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}") from exc
+    if arr.ndim not in ndim:
+        dims = " or ".join(f"{d}-D" for d in ndim)
+        raise ValueError(f"{name} must be {dims}, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(
+            f"{name} has {int(bad.sum())} NaN or infinite value(s) "
+            f"(first at index {tuple(int(i) for i in np.argwhere(bad)[0])}); drop or impute them"
+        )
+    return arr
+
+
+def check_alpha(alpha: float) -> float:
+    if not isinstance(alpha, (int, float, np.floating)) or not 0.0 < float(alpha) < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    return float(alpha)
+
+
+def check_propensities(pi: Array, floor: float) -> None:
+    """Propensities of the played arms must lie in (0, 1]; below ``floor`` only warns."""
+    bad = (pi <= 0) | (pi > 1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"propensities must lie in (0, 1]; {int(bad.sum())} do not, the first at round {i} "
+            f"({pi[i]!r}): a played arm cannot have propensity 0"
+        )
+    low = int((pi < floor).sum())
+    if low:
+        warnings.warn(
+            f"{low} propensities are below the floor {floor:g} (min {pi.min():.3g}): inverse-"
+            "propensity inference needs a propensity floor; intervals may be unreliable",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def check_data(
+    X: Any,
+    A: Any,
+    Y: Any,
+    propensity: Any,
+    pred_labeled: Any,
+    X_unlabeled: Any,
+    pred_unlabeled: Any,
+    *,
+    target_arms: tuple[int, ...] = (),
+    n_arms: int | None = None,
+    floor: float = PROPENSITY_FLOOR,
+) -> AdaptiveData:
+    """Validate and normalise the arrays of :meth:`ppai.PPAI.fit`."""
+    Y_ = as_float_array(Y, "Y", (1,))
+    T = Y_.shape[0]
+    if T < 2:
+        raise ValueError(f"need at least 2 labeled rounds, got {T}")
+    A_raw = as_float_array(A, "A", (1,))
+    if np.any(A_raw != np.round(A_raw)):
+        raise ValueError("A must hold integer arm indices, got non-integer values")
+    A_ = A_raw.astype(np.int64)
+    P = as_float_array(propensity, "propensity", (1, 2))
+    F = as_float_array(pred_labeled, "pred_labeled", (1, 2))
+    F_u = as_float_array(pred_unlabeled, "pred_unlabeled", (1, 2))
+    X_ = None if X is None else as_float_array(X, "X", (1, 2))
+    X_u = None if X_unlabeled is None else as_float_array(X_unlabeled, "X_unlabeled", (1, 2))
+    if X_ is not None and X_.ndim == 1:
+        X_ = X_[:, None]
+    if X_u is not None and X_u.ndim == 1:
+        X_u = X_u[:, None]
+
+    lengths = {"A": A_.shape[0], "propensity": P.shape[0], "pred_labeled": F.shape[0]}
+    if X_ is not None:
+        lengths["X"] = X_.shape[0]
+    wrong = {k: v for k, v in lengths.items() if v != T}
+    if wrong:
+        shapes = ", ".join(f"{k} has {v}" for k, v in wrong.items())
+        raise ValueError(f"every labeled array needs one row per round: Y has {T} rows, {shapes}")
+    N = F_u.shape[0]
+    if X_u is not None and X_u.shape[0] != N:
+        raise ValueError(
+            f"X_unlabeled has {X_u.shape[0]} rows but pred_unlabeled has {N}: one row per context"
+        )
+    if (X_ is None) != (X_u is None):
+        raise ValueError("give covariates for both the labeled rounds and the pool, or for neither")
+    if X_ is not None and X_u is not None and X_.shape[1] != X_u.shape[1]:
+        raise ValueError(f"X has {X_.shape[1]} columns but X_unlabeled has {X_u.shape[1]}")
+
+    widths = [m.shape[1] for m in (P, F, F_u) if m.ndim == 2]
+    K = max([n_arms or 0, int(A_.max()) + 1, *(a + 1 for a in target_arms), *widths])
+    if n_arms is not None and n_arms < K:
+        raise ValueError(f"n_arms={n_arms} but the data or targets use arm index {K - 1}")
+    for name, m in (("propensity", P), ("pred_labeled", F), ("pred_unlabeled", F_u)):
+        if m.ndim == 2 and m.shape[1] != K:
+            raise ValueError(f"{name} has {m.shape[1]} columns but there are {K} arms")
+    if A_.min() < 0:
+        raise ValueError(f"arm indices must lie in [0, {K}), got {int(A_.min())}")
+    for a in target_arms:
+        if not 0 <= a < K:
+            raise ValueError(f"target arm {a} is out of range [0, {K})")
+
+    rows = np.arange(T)
+    if P.ndim == 2:
+        if np.any(P < 0) or np.any(np.abs(P.sum(1) - 1) > 1e-6):
+            i = int(np.argmax((P < 0).any(1) | (np.abs(P.sum(1) - 1) > 1e-6)))
+            raise ValueError(
+                f"a propensity matrix must have non-negative rows summing to 1; row {i} sums to "
+                f"{P[i].sum()!r}"
+            )
+        pi = P[rows, A_]
+    else:
+        pi = P
+    check_propensities(pi, floor)
+    f = F[rows, A_] if F.ndim == 2 else F
+    if F_u.ndim == 1:
+        if len(target_arms) != 1:
+            raise ValueError(
+                "pred_unlabeled is a vector, which is only enough for one target arm; give an "
+                f"(N, K) matrix of predictions for every arm (targets: {target_arms or 'a policy'})"
+            )
+        full = np.full((N, K), np.nan)
+        full[:, target_arms[0]] = F_u
+        F_u = full
+    return AdaptiveData(X_, A_, Y_, pi, f, X_u, F_u, K)

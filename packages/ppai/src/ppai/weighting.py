@@ -1,0 +1,119 @@
+"""Target arm weights ν and the weights w_t of the labeled rounds, assembled into :class:`Block`s.
+
+* ``"ipw"`` (default, spec §2.2): ``w_t = ν(A_t|X_t) / π_t(A_t|X_t)``, ``s = 1``. Consistent for any
+  policy with a propensity floor whose inverse propensities stabilise.
+* ``"sqrt_stabilized"`` [R, unverified alternative]: Zhang–Janson–Murphy's square-root weights,
+  ``w_t = ν(A_t) / sqrt(π_t(A_t) π_s(A_t))`` with a stabilising policy ``π_s`` (uniform by default),
+  so that ``w_t = ρ_t`` when the policy equals ``π_s``. ``E[w_t g | history] = sqrt(π_t/π_s) E[g]`` is
+  a random multiple of the target, so the unlabeled term is scaled by ``s = mean(w)`` and the
+  conditional variances ``π_t w_t²`` no longer depend on the policy — the martingale CLT needs no
+  policy convergence. Valid for a single target arm when the policy does not depend on the context.
+* ``"none"``: ignore the adaptivity — the rounds that played the target arm taken as an i.i.d. sample
+  (PPI++ on that subsample). The baseline that loses coverage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import numpy as np
+
+from ppai.estimating import Block
+from ppai.inputs import AdaptiveData
+from ppai.problems import Array
+
+Weighting = Literal["ipw", "sqrt_stabilized", "none"]
+WEIGHTINGS: tuple[str, ...] = ("ipw", "sqrt_stabilized", "none")
+TargetPolicy = Callable[[Array | None], Array] | Sequence[float] | np.ndarray
+
+
+def policy_matrix(policy: TargetPolicy, X: Array | None, n: int, K: int, name: str) -> Array:
+    """``(n, K)`` probabilities of a target policy: a callable of the contexts or a fixed vector."""
+    if callable(policy):
+        P = np.asarray(policy(X), dtype=float)
+    else:
+        P = np.broadcast_to(np.asarray(policy, dtype=float), (n, K))
+    if P.shape != (n, K):
+        raise ValueError(
+            f"target_policy must give {name} probabilities of shape {(n, K)}, got {P.shape}"
+        )
+    if np.any(P < 0) or np.any(np.abs(P.sum(1) - 1) > 1e-6) or not np.all(np.isfinite(P)):
+        raise ValueError(
+            f"target_policy must give finite non-negative probabilities summing to 1 on {name}"
+        )
+    return P
+
+
+def _arm_block(data: AdaptiveData, arm: int, weighting: str, stabilizer: Array) -> Block:
+    played = arm == data.A
+    if not played.any():
+        raise ValueError(f"no labeled samples for arm {arm}: it was never played")
+    f_u = data.f_u[:, arm]
+    if data.N and np.isnan(f_u).any():
+        raise ValueError(f"pred_unlabeled has no predictions for target arm {arm}")
+    ones = (np.ones(data.N),)
+    if weighting == "none":
+        X = None if data.X is None else data.X[played]
+        return Block(
+            X, data.Y[played], data.f[played], np.ones(int(played.sum())), data.X_u, (f_u,), ones
+        )
+    if weighting == "ipw":
+        return Block(data.X, data.Y, data.f, played / data.pi, data.X_u, (f_u,), ones)
+    w = played / np.sqrt(data.pi * stabilizer[arm])
+    return Block(data.X, data.Y, data.f, w, data.X_u, (f_u,), ones, s=float(w.mean()), centre=True)
+
+
+def build_blocks(
+    data: AdaptiveData,
+    *,
+    target_arms: Sequence[int] = (),
+    target_policy: TargetPolicy | None = None,
+    weighting: str = "ipw",
+    stabilizing_policy: Sequence[float] | None = None,
+) -> list[Block]:
+    """One :class:`Block` per target arm, or one for the target policy."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    if target_policy is not None:
+        if weighting != "ipw":
+            raise ValueError(f"a target policy needs weighting='ipw', got {weighting!r}")
+        nu_l = policy_matrix(target_policy, data.X, data.T, data.K, "the labeled contexts")
+        nu_u = policy_matrix(target_policy, data.X_u, data.N, data.K, "the unlabeled contexts")
+        w = nu_l[np.arange(data.T), data.A] / data.pi
+        arms = [a for a in range(data.K) if nu_u[:, a].any()]
+        missing = [a for a in arms if data.N and np.isnan(data.f_u[:, a]).any()]
+        if missing:
+            raise ValueError(
+                f"pred_unlabeled has no predictions for arm(s) {missing} of the target policy"
+            )
+        return [
+            Block(
+                data.X,
+                data.Y,
+                data.f,
+                w,
+                data.X_u,
+                tuple(data.f_u[:, a] for a in arms),
+                tuple(nu_u[:, a] for a in arms),
+            )
+        ]
+    if not target_arms:
+        raise ValueError(
+            "give a target arm (target_arm=...) or a target policy (target_policy=...)"
+        )
+    if weighting == "none" and len(target_arms) > 1:
+        raise ValueError("weighting='none' (PPI++ ignoring adaptivity) supports one target arm")
+    if stabilizing_policy is None:
+        stabilizer = np.full(data.K, 1.0 / data.K)
+    else:
+        stabilizer = np.asarray(stabilizing_policy, dtype=float)
+        if (
+            stabilizer.shape != (data.K,)
+            or np.any(stabilizer <= 0)
+            or abs(stabilizer.sum() - 1) > 1e-6
+        ):
+            raise ValueError(
+                f"stabilizing_policy must be {data.K} positive probabilities summing to 1, got {stabilizer}"
+            )
+    return [_arm_block(data, int(a), weighting, stabilizer) for a in target_arms]
