@@ -147,9 +147,11 @@ class MX4Packed:
 
     @property
     def bits_per_element(self) -> float:
-        """Storage per original element: 4 bits + 8 / block_size (+ the tensor scale, amortised)."""
+        """Storage per original element: 4 bits + 8 / block_size (+ the FP32 tensor scale, amortised,
+        which MXFP4 does not have)."""
         n = math.prod(self.shape)
-        total = self.codes.numel() * 8 + self.scales.numel() * 8 + 32
+        tensor_scale_bits = 0 if self.fmt == "mxfp4" else 32
+        total = self.codes.numel() * 8 + self.scales.numel() * 8 + tensor_scale_bits
         return total / n if n else math.nan
 
     # -- movement and export -------------------------------------------------------------------

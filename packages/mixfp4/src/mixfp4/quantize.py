@@ -85,7 +85,9 @@ def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
     return x
 
 
-def _check_block_size(block_size: Any, standard: int, strict: bool, fmt: str) -> int:
+def _check_block_size(
+    block_size: Any, standard: int, strict: bool, fmt: str, stacklevel: int
+) -> int:
     if not isinstance(block_size, int) or isinstance(block_size, bool):
         raise TypeError(f"block_size must be an int, got {type(block_size).__name__}")
     if block_size == standard:
@@ -100,7 +102,7 @@ def _check_block_size(block_size: Any, standard: int, strict: bool, fmt: str) ->
     warnings.warn(
         f"block_size={block_size} is not {fmt}-compatible (hardware uses {standard})",
         UserWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     return block_size
 
@@ -296,8 +298,44 @@ def quantize_mixfp4(
         nan_policy: ``"raise"`` on NaN/Inf; ``"propagate"`` gives their blocks the NaN scale byte 0x7F.
         backend: ``"torch"`` (the reference), ``"triton"`` (fused kernel) or ``"auto"``.
     """
+    return _quantize_e4m3(
+        x,
+        label="MixFP4",
+        block_size=block_size,
+        tensor_scale=tensor_scale,
+        selector=selector,
+        formats=formats,
+        e1m2_mode=e1m2_mode,
+        scale_min=scale_min,
+        rounding=rounding,
+        generator=generator,
+        pad=pad,
+        nan_policy=nan_policy,
+        strict=strict,
+        backend=backend,
+    )
+
+
+def _quantize_e4m3(
+    x: torch.Tensor,
+    *,
+    label: str,
+    block_size: int,
+    tensor_scale: float | torch.Tensor | None,
+    selector: str,
+    formats: Sequence[str],
+    e1m2_mode: str,
+    scale_min: str,
+    rounding: str,
+    generator: torch.Generator | None,
+    pad: str,
+    nan_policy: str,
+    strict: bool,
+    backend: str,
+) -> MX4Packed:
+    """NVFP4 and MixFP4 (E4M3 block scales, FP32 tensor scale); ``label`` names the format in errors."""
     x = _check_input(x, nan_policy)
-    block_size = _check_block_size(block_size, 16, strict, "MixFP4")
+    block_size = _check_block_size(block_size, 16, strict, label, stacklevel=4)
     _choice("selector", selector, SELECTORS)
     _choice("e1m2_mode", e1m2_mode, E1M2_MODES)
     _choice("scale_min", scale_min, tuple(SCALE_MINS))
@@ -366,11 +404,14 @@ def quantize_nvfp4(
     ``tensor_scale``; the default ``"subnormal"`` follows ModelOpt. Arguments as
     :func:`quantize_mixfp4`.
     """
-    packed = quantize_mixfp4(
+    packed = _quantize_e4m3(
         x,
+        label="NVFP4",
         block_size=block_size,
         tensor_scale=tensor_scale,
+        selector="mse",
         formats=("e2m1",),
+        e1m2_mode="int",
         scale_min=scale_min,
         rounding=rounding,
         generator=generator,
@@ -426,7 +467,7 @@ def quantize_mxfp4(
     ``"ceil"`` rounds the scale up so that nothing clips (fouroversix, torchao RCEIL-like).
     """
     x = _check_input(x, nan_policy)
-    block_size = _check_block_size(block_size, 32, strict, "MXFP4")
+    block_size = _check_block_size(block_size, 32, strict, "MXFP4", stacklevel=3)
     _choice("scale_rounding", scale_rounding, ("floor", "ceil"))
     _choice("rounding", rounding, ROUNDINGS)
     shape = tuple(x.shape)

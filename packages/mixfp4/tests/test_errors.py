@@ -1,0 +1,122 @@
+"""Bad input gives a clear error (spec section 8)."""
+
+import dataclasses
+import warnings
+
+import mixfp4
+import pytest
+import torch
+
+
+def _x():
+    return torch.randn(4, 32, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.int32, torch.int8, torch.bool, torch.float8_e4m3fn, torch.complex64]
+)
+def test_non_float_or_fp8_input_is_a_type_error(dtype):
+    x = torch.ones(2, 16).to(dtype)
+    with pytest.raises(TypeError, match="float16, bfloat16, float32 or float64"):
+        mixfp4.quantize_mixfp4(x)
+
+
+def test_non_tensor_and_scalar_inputs():
+    with pytest.raises(TypeError, match=r"torch\.Tensor"):
+        mixfp4.quantize_nvfp4([1.0] * 16)
+    with pytest.raises(ValueError, match="non-empty last dimension"):
+        mixfp4.quantize_nvfp4(torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nan_inf_raise_unless_propagate(bad):
+    x = _x()
+    x[1, 3] = bad
+    with pytest.raises(ValueError, match=r"input contains NaN/Inf \(1 values\)"):
+        mixfp4.quantize_mixfp4(x)
+    p = mixfp4.quantize_mixfp4(x, nan_policy="propagate")
+    assert int(p.scales[1, 0]) == 0x7F
+    with pytest.raises(ValueError, match="NaN scale byte in 1 blocks"):
+        mixfp4.dequantize(p)
+    out = mixfp4.dequantize(p, nan_policy="propagate")
+    assert bool(out[1, :16].isnan().all())
+    assert bool(torch.isfinite(out[1, 16:]).all()) and bool(torch.isfinite(out[0]).all())
+    # the finite rest is quantized as if the bad block were zero
+    clean = x.clone()
+    clean[1, :16] = 0
+    torch.testing.assert_close(out[0], mixfp4.dequantize(mixfp4.quantize_mixfp4(clean))[0])
+    mx = mixfp4.quantize_mxfp4(x, nan_policy="propagate")
+    assert int(mx.scales[1, 0]) == 0xFF
+
+
+def test_block_size_other_than_16_needs_strict_false():
+    with pytest.raises(ValueError, match="MixFP4 uses block_size=16, got 32"):
+        mixfp4.quantize_mixfp4(_x(), block_size=32)
+    with pytest.raises(ValueError, match="NVFP4 uses block_size=16, got 8"):
+        mixfp4.quantize_nvfp4(_x(), block_size=8)
+    with pytest.warns(UserWarning, match="not MixFP4-compatible"):
+        p = mixfp4.quantize_mixfp4(_x(), block_size=8, strict=False)
+    assert p.scales.shape == (4, 4)
+    with pytest.raises(ValueError, match="MXFP4 uses block_size=32"):
+        mixfp4.quantize_mxfp4(_x(), block_size=16)
+    with pytest.raises(ValueError, match="even int"):
+        mixfp4.quantize_mixfp4(_x(), block_size=7, strict=False)
+
+
+def test_pad_error_names_the_dimension():
+    with pytest.raises(ValueError, match="last dimension 33 is not a multiple of block_size=16"):
+        mixfp4.quantize_mixfp4(torch.randn(2, 33), pad="error")
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_tensor_scale(scale):
+    with pytest.raises(ValueError, match="tensor_scale must be a finite positive number"):
+        mixfp4.quantize_mixfp4(_x(), tensor_scale=scale)
+
+
+def test_calibrated_scale_too_small_warns_with_the_count():
+    x = _x()
+    x[0, :16] *= 1000  # one block far above the calibration
+    s_t = float(x[1:].abs().max()) / (448 * 6)
+    with pytest.warns(UserWarning, match=r"1 of 8 blocks saturated"):
+        p = mixfp4.quantize_nvfp4(x, tensor_scale=s_t)
+    assert int(p.scales.max()) == 0x7E  # clamped to 448, never a NaN byte
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mixfp4.quantize_nvfp4(x)  # a computed scale never saturates
+
+
+def test_unknown_options_list_the_choices():
+    with pytest.raises(ValueError, match=r"selector must be one of \('mse', 'mae', 'absmax'\)"):
+        mixfp4.quantize_mixfp4(_x(), selector="l2")
+    with pytest.raises(ValueError, match="e1m2_mode must be one of"):
+        mixfp4.quantize_mixfp4(_x(), e1m2_mode="float")
+    with pytest.raises(ValueError, match="rounding must be one of"):
+        mixfp4.quantize_mixfp4(_x(), rounding="up")
+    with pytest.raises(ValueError, match="scale_min must be one of"):
+        mixfp4.quantize_nvfp4(_x(), scale_min="zero")
+    with pytest.raises(ValueError, match="formats must be a non-empty subset"):
+        mixfp4.quantize_mixfp4(_x(), formats=("e2m1", "e3m0"))
+    with pytest.raises(ValueError, match="fmt must be one of"):
+        mixfp4.quantize(_x(), "int4")
+    with pytest.raises(ValueError, match="nan_policy must be one of"):
+        mixfp4.quantize_mixfp4(_x(), nan_policy="ignore")
+
+
+def test_mismatched_packed_shapes_and_nan_bytes_on_decode():
+    p = mixfp4.quantize_mixfp4(_x())
+    with pytest.raises(ValueError, match="packed shapes do not match"):
+        dataclasses.replace(p, codes=p.codes[:, :-1])
+    with pytest.raises(ValueError, match="packed shapes do not match"):
+        dataclasses.replace(p, shape=(4, 48))
+    with pytest.raises(TypeError, match="codes must be a uint8 tensor"):
+        dataclasses.replace(p, codes=p.codes.float())
+    bad = p.scales.clone()
+    bad[0, 0] = 0xFF
+    with pytest.raises(ValueError, match="NaN scale byte"):
+        mixfp4.dequantize(dataclasses.replace(p, scales=bad))
+    flagged = p.scales | 0x80
+    with pytest.raises(ValueError, match="NVFP4 tensor has scale bytes with bit 7 set"):
+        dataclasses.replace(p, fmt="nvfp4", scales=flagged)
+    with pytest.raises(TypeError, match="MX4Packed"):
+        mixfp4.dequantize(_x())

@@ -1,0 +1,285 @@
+"""Quantizers against independent formulas (ml_dtypes casts), the MixFP4 guarantee and edge cases."""
+
+import math
+
+import mixfp4
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from mixfp4.packed import unpack_nibbles
+from mixfp4.quantize import block_error
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+
+def _randn(*shape, seed=0, scale=1.0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def _blocks(t, bs=16):
+    return t.reshape(*t.shape[:-1], -1, bs)
+
+
+# ---------------------------------------------------------------------------------------------
+# NVFP4 and MXFP4 against the published formulas, computed with other casts
+# ---------------------------------------------------------------------------------------------
+def _nvfp4_oracle(x, lo):
+    """NVFP4 in numpy: torch's float8 cast for scales, ml_dtypes' float4 cast for elements."""
+    x = x.numpy().astype(np.float32)
+    s_t = np.float32(np.abs(x).max()) / np.float32(448 * 6)
+    b = x.reshape(x.shape[0], -1, 16)
+    raw = (np.abs(b).max(-1) / np.float32(6)) / s_t
+    if lo == 2.0**-9:
+        raw = np.where(raw == 0, np.float32(1), raw)
+    raw = np.clip(raw, np.float32(lo), np.float32(448)).astype(np.float32)
+    s_b = torch.from_numpy(raw).to(torch.float8_e4m3fn)
+    s_b_bytes = s_b.view(torch.uint8).numpy()
+    total = (s_t * s_b.float().numpy())[..., None]
+    q = np.clip(b / total, -6, 6).astype(ml_dtypes.float4_e2m1fn)
+    return q.astype(np.float32).reshape(x.shape), s_b_bytes, (q.astype(np.float32) * total)
+
+
+@pytest.mark.parametrize(("scale_min", "lo"), [("subnormal", 2.0**-9), ("normal", 2.0**-6)])
+def test_nvfp4_matches_the_torchao_modelopt_formula(scale_min, lo):
+    x = _randn(12, 64, seed=3) * torch.exp(_randn(12, 1, seed=4) * 2)
+    x[0, :16] = 0  # an all-zero block
+    x[1, :16] = 1e-6 * x[1, :16]  # a block far below the tensor's range
+    p = mixfp4.quantize_nvfp4(x, scale_min=scale_min)
+    q_ref, bytes_ref, xhat_ref = _nvfp4_oracle(x, lo)
+    assert torch.equal(p.scales, torch.from_numpy(bytes_ref))
+    codes = unpack_nibbles(p.codes)
+    torch.testing.assert_close(mixfp4.E2M1.decode(codes), torch.from_numpy(q_ref), rtol=0, atol=0)
+    torch.testing.assert_close(
+        mixfp4.dequantize(p), torch.from_numpy(xhat_ref.reshape(x.shape)), rtol=0, atol=0
+    )
+
+
+def test_nvfp4_bit_exact_with_torchao_when_installed():
+    nvfp4 = pytest.importorskip("torchao.prototype.mx_formats.nvfp4_tensor")
+    x = _randn(8, 64, seed=5)
+    s_t = nvfp4.per_tensor_amax_to_scale(x.abs().amax())
+    scales, data = nvfp4._nvfp4_quantize(x, 16, s_t)
+    p = mixfp4.quantize_nvfp4(x, tensor_scale=s_t, scale_min="normal")
+    assert torch.equal(p.scales, scales.view(torch.uint8).reshape(p.scales.shape))
+    assert torch.equal(p.codes, data.view(torch.uint8).reshape(p.codes.shape))
+
+
+def _mx_oracle(x, bs=32):
+    """OCP MX v1.0 in plain Python per block: floor(log2 amax) - emax(E2M1)=2, saturating RNE."""
+    x = x.numpy().astype(np.float32)
+    b = x.reshape(x.shape[0], -1, bs)
+    exps = np.zeros(b.shape[:2], dtype=np.int64)
+    for i in range(b.shape[0]):
+        for j in range(b.shape[1]):
+            amax = float(np.abs(b[i, j]).max())
+            e = -127 if amax == 0 else math.frexp(amax)[1] - 1 - 2
+            exps[i, j] = max(-127, min(127, e))
+    scale = np.ldexp(np.float32(1), exps).astype(np.float32)[..., None]
+    q = np.clip(b / scale, -6, 6).astype(ml_dtypes.float4_e2m1fn).astype(np.float32)
+    scale_bytes = np.ldexp(1.0, exps).astype(ml_dtypes.float8_e8m0fnu).view(np.uint8)
+    return (q * scale).reshape(x.shape), scale_bytes
+
+
+def test_mxfp4_matches_the_ocp_formula():
+    x = _randn(6, 96, seed=6) * torch.exp(_randn(6, 1, seed=7))
+    x[2, :32] = 0
+    p = mixfp4.quantize_mxfp4(x)
+    xhat_ref, bytes_ref = _mx_oracle(x)
+    assert torch.equal(p.scales, torch.from_numpy(bytes_ref))
+    torch.testing.assert_close(mixfp4.dequantize(p), torch.from_numpy(xhat_ref), rtol=0, atol=0)
+    assert p.bits_per_element == 4.25
+
+
+def test_mxfp4_ceil_scale_never_clips():
+    x = _randn(4, 64, seed=8)
+    p = mixfp4.quantize_mxfp4(x, scale_rounding="ceil")
+    scale = p.block_scales().repeat_interleave(32, dim=-1)
+    assert bool((x.abs() <= 6 * scale).all())
+    floor = mixfp4.quantize_mxfp4(x)
+    assert bool((p.scales >= floor.scales).all())
+
+
+# ---------------------------------------------------------------------------------------------
+# MixFP4: the guarantee, the selector, the flag
+# ---------------------------------------------------------------------------------------------
+def _per_block_sse(x, packed):
+    return _blocks((mixfp4.dequantize(packed).double() - x.double()).square()).sum(-1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=arrays(
+        np.float32,
+        st.tuples(st.integers(1, 3), st.sampled_from([16, 32, 48])),
+        elements=st.floats(-1e4, 1e4, width=32, allow_nan=False, allow_infinity=False),
+    ),
+    log_scale=st.floats(-20, 20),
+)
+def test_mixfp4_block_error_never_exceeds_nvfp4(data, log_scale):
+    x = torch.from_numpy(data) * math.exp(log_scale)
+    mix = mixfp4.quantize_mixfp4(x)
+    nv = mixfp4.quantize_nvfp4(x)
+    assert torch.equal(mix.tensor_scale, nv.tensor_scale)
+    err_mix, err_nv = _per_block_sse(x, mix), _per_block_sse(x, nv)
+    assert bool((err_mix <= err_nv).all())
+    assert float(err_mix.sum()) <= float(err_nv.sum())
+
+
+@pytest.mark.parametrize("selector", ["mse", "mae", "absmax"])
+def test_selector_picks_the_candidate_with_the_smaller_error(selector):
+    x = _randn(16, 128, seed=9) * torch.exp(_randn(16, 1, seed=10))
+    mix = mixfp4.quantize_mixfp4(x, selector=selector)
+    a = mixfp4.quantize_mixfp4(x, formats=("e2m1",))
+    b = mixfp4.quantize_mixfp4(x, formats=("e1m2",))
+    err = {
+        k: block_error(_blocks(mixfp4.dequantize(p)) - _blocks(x), selector)
+        for k, p in (("a", a), ("b", b))
+    }
+    assert torch.equal(mix.format_map(), err["b"] < err["a"])
+    assert 0 < float(mix.format_map().float().mean()) < 1
+    chosen = torch.where(mix.format_map(), err["b"], err["a"])
+    got = block_error(_blocks(mixfp4.dequantize(mix)) - _blocks(x), selector)
+    torch.testing.assert_close(got, chosen, rtol=0, atol=0)
+
+
+def test_flag_bit_semantics_and_no_nan_bytes():
+    x = _randn(32, 256, seed=11) * torch.exp(_randn(32, 1, seed=12) * 3)
+    mix = mixfp4.quantize_mixfp4(x)
+    assert torch.equal(mix.format_map(), (mix.scales & 0x80) != 0)
+    assert not bool(((mix.scales & 0x7F) == 0x7F).any())
+    nv = mixfp4.quantize_nvfp4(x)
+    assert bool((nv.scales < 0x80).all())
+    e2m1_only = mixfp4.quantize_mixfp4(x, formats=("e2m1",))
+    assert torch.equal(e2m1_only.scales, nv.scales) and torch.equal(e2m1_only.codes, nv.codes)
+    # A flagged block decodes as integers times its (flag-stripped) scale.
+    blk = mix.format_map().nonzero()[0]
+    vals = mixfp4.dequantize(mix)[blk[0], blk[1] * 16 : (blk[1] + 1) * 16]
+    unit = mix.tensor_scale * mix.block_scales()[blk[0], blk[1]]
+    ints = vals / unit
+    torch.testing.assert_close(ints, ints.round(), rtol=0, atol=1e-5)
+    assert float(ints.abs().max()) <= 7
+
+
+def test_requantizing_the_dequantized_tensor_is_idempotent():
+    x = _randn(16, 128, seed=13)
+    p1 = mixfp4.quantize_mixfp4(x)
+    y = mixfp4.dequantize(p1)
+    p2 = mixfp4.quantize_mixfp4(y, tensor_scale=p1.tensor_scale)
+    assert torch.equal(p2.scales, p1.scales) and torch.equal(p2.codes, p1.codes)
+    torch.testing.assert_close(mixfp4.dequantize(p2), y, rtol=0, atol=0)
+
+
+def test_exact_grid_blocks_select_their_format_with_zero_error():
+    c = 0.5  # a power of two, so the block scale is exact in E4M3
+    int_block = c * torch.tensor([-7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 5.0])
+    fp_block = c * torch.tensor([-6, -4, -3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2, 3, 4, 6, 0])
+    x = torch.stack([int_block, fp_block, torch.zeros(16)])
+    p = mixfp4.quantize_mixfp4(x, tensor_scale=1.0)
+    assert p.format_map()[:, 0].tolist() == [True, False, False]  # the zero block ties -> E2M1
+    torch.testing.assert_close(mixfp4.dequantize(p), x, rtol=0, atol=0)
+
+
+def test_frac_mode_keeps_the_guarantee_with_a_shared_tensor_scale():
+    x = _randn(8, 128, seed=14)
+    frac = mixfp4.quantize_mixfp4(x, e1m2_mode="frac")
+    assert math.isclose(float(frac.tensor_scale), float(x.abs().max()) / (448 * 1.75), rel_tol=1e-6)
+    nv = mixfp4.quantize_nvfp4(x, tensor_scale=frac.tensor_scale)
+    assert bool((_per_block_sse(x, frac) <= _per_block_sse(x, nv)).all())
+    assert frac.stats(x)["e1m2_fraction"] > 0.3
+
+
+def test_pure_e1m2_beats_nvfp4_on_uniform_and_loses_on_heavy_tails():
+    uniform = torch.rand(64, 256, generator=torch.Generator().manual_seed(15)) * 2 - 1
+    heavy = torch.distributions.StudentT(2.0).sample((64, 256))
+    for x, better in ((uniform, True), (heavy, False)):
+        int4 = mixfp4.quantize_mixfp4(x, formats=("e1m2",)).stats(x)["mse"]
+        nv = mixfp4.quantize_nvfp4(x).stats(x)["mse"]
+        assert (int4 < nv) is better
+
+
+# ---------------------------------------------------------------------------------------------
+# edge cases
+# ---------------------------------------------------------------------------------------------
+def test_all_zero_tensor():
+    for fn in (mixfp4.quantize_mixfp4, mixfp4.quantize_nvfp4, mixfp4.quantize_mxfp4):
+        p = fn(torch.zeros(3, 64))
+        assert not bool(p.codes.any())
+        assert float(p.tensor_scale) == 1.0
+        out = mixfp4.dequantize(p)
+        assert bool((out == 0).all()) and bool(torch.isfinite(out).all())
+
+
+def test_single_nonzero_element_is_reproduced():
+    x = torch.zeros(2, 32)
+    x[1, 7] = -3.7
+    for fn in (mixfp4.quantize_mixfp4, mixfp4.quantize_nvfp4):
+        out = mixfp4.dequantize(fn(x))
+        assert math.isclose(float(out[1, 7]), -3.7, rel_tol=1e-6)
+        out[1, 7] = 0
+        assert not bool(out.any())
+
+
+@pytest.mark.parametrize("shape", [(3, 33), (1, 16), (5, 1), (2, 3, 40)])
+def test_padded_tail_equals_quantizing_the_padded_tensor(shape):
+    x = _randn(*shape, seed=16)
+    pad = (-shape[-1]) % 16
+    xp = torch.nn.functional.pad(x, (0, pad))
+    p, pp = mixfp4.quantize_mixfp4(x), mixfp4.quantize_mixfp4(xp)
+    assert torch.equal(p.codes, pp.codes) and torch.equal(p.scales, pp.scales)
+    out = mixfp4.dequantize(p)
+    assert out.shape == x.shape
+    torch.testing.assert_close(out, mixfp4.dequantize(pp)[..., : shape[-1]], rtol=0, atol=0)
+
+
+def test_dtypes_and_float64_input():
+    x = _randn(4, 32, seed=17)
+    ref = mixfp4.quantize_mixfp4(x)
+    assert mixfp4.quantize_mixfp4(x.double()).equal(ref)
+    out = mixfp4.dequantize(mixfp4.quantize_mixfp4(x.bfloat16()), torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+
+
+def test_stochastic_rounding_is_unbiased_and_lands_on_neighbours():
+    x = torch.full((1, 16), 0.3)
+    x[0, 0] = 6.0  # fixes the block scale at 1 · s_t
+    g = torch.Generator().manual_seed(18)
+    outs = torch.stack(
+        [
+            mixfp4.dequantize(
+                mixfp4.quantize_nvfp4(x, tensor_scale=1.0, rounding="stochastic", generator=g)
+            )
+            for _ in range(400)
+        ]
+    )
+    assert set(outs[:, 0, 1:].unique().tolist()) == {0.0, 0.5}
+    assert abs(float(outs[:, 0, 1:].mean()) - 0.3) < 0.02
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    a = mixfp4.quantize_mixfp4(_randn(4, 32), rounding="stochastic", generator=g1)
+    b = mixfp4.quantize_mixfp4(_randn(4, 32), rounding="stochastic", generator=g2)
+    assert a.equal(b)
+
+
+def test_mixfp4_mm_equals_dequantize_then_matmul():
+    a = mixfp4.quantize_mixfp4(_randn(7, 80, seed=19))
+    b = mixfp4.quantize_mixfp4(_randn(5, 80, seed=20) * 0.01)
+    assert 0 < float(a.format_map().float().mean()) < 1
+    got = mixfp4.mixfp4_mm(a, b)
+    expected = mixfp4.dequantize(a).double() @ mixfp4.dequantize(b).double().T
+    bound = mixfp4.dequantize(a).double().abs() @ mixfp4.dequantize(b).double().abs().T
+    assert bool(((got.double() - expected).abs() <= 1e-6 * bound).all())
+    # and through the frac mode and against NVFP4 / MXFP4 operands
+    c = mixfp4.quantize_mixfp4(_randn(3, 64, seed=21), e1m2_mode="frac")
+    d = mixfp4.quantize_nvfp4(_randn(4, 64, seed=22))
+    e, f = (mixfp4.quantize_mxfp4(_randn(n, 64, seed=n)) for n in (2, 6))
+    for u, v in ((c, d), (e, f)):
+        torch.testing.assert_close(
+            mixfp4.mixfp4_mm(u, v),
+            mixfp4.dequantize(u) @ mixfp4.dequantize(v).T,
+            rtol=1e-5,
+            atol=1e-5,
+        )
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        mixfp4.mixfp4_mm(c, e)
