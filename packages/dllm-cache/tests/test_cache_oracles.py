@@ -1,0 +1,181 @@
+"""Spec §6 oracles: identity configurations, static input, selection, accounting, batching."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from dllm_cache import (
+    DLLMCacheConfig,
+    apply_dllm_cache,
+    case_rows,
+    generate,
+    generation_flops,
+    schedule,
+)
+
+MASK = 3
+GEN = dict(mask_id=MASK, gen_length=16, block_length=8, steps=16)
+
+
+@pytest.fixture
+def masked_input(prompts):
+    def make(batch=2, P=24, R=16, seed=0):
+        return torch.cat([prompts(batch, P, seed), torch.full((batch, R), MASK)], 1)
+
+    return make
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("rho", [0.0, 0.25, 1.0])
+def test_interval_one_is_bit_identical_to_no_cache(model, rho, first, prompts, masked_input):
+    x = prompts(2, 24)
+    plain = generate(model, x, **GEN)
+    with apply_dllm_cache(model, DLLMCacheConfig(1, 1, rho, refresh_first_layer=first)) as handle:
+        cached = generate(model, x, **GEN, cache=handle.cache)
+        assert handle.cache.stats.flops == handle.cache.stats.full_flops
+        # the logits of a whole denoising run, call by call
+        xs = masked_input()
+        handle.cache.reset(24)
+        for _ in range(3):
+            torch.testing.assert_close(
+                model(xs).logits, _plain_logits(model, handle, xs), rtol=0, atol=0
+            )
+            xs[:, 24 + _] = 7
+    assert torch.equal(plain, cached)
+
+
+def _plain_logits(model, handle, x):
+    prompt_length = handle.cache.prompt_length
+    handle.cache.prompt_length = None  # pass-through for one call
+    try:
+        return model(x).logits
+    finally:
+        handle.cache.prompt_length = prompt_length
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("Kr", [1, 3, 100])
+def test_prompt_interval_one_full_ratio_matches_to_round_off(model, Kr, first, masked_input):
+    x = masked_input()
+    with apply_dllm_cache(model, DLLMCacheConfig(1, Kr, 1.0, refresh_first_layer=first)) as handle:
+        handle.cache.reset(24)
+        for t in range(5):
+            x[:, 24 + 2 * t] = 5 + t  # the input changes every step
+            expected = _plain_logits(model, handle, x)
+            torch.testing.assert_close(model(x).logits, expected, rtol=0, atol=1e-5)
+
+
+SETTINGS = [
+    (100, 7, 0.25, "value"),
+    (100, 7, 0.0, "value"),
+    (1, 100, 0.25, "value"),  # case C
+    (100, 1, 0.25, "value"),  # case B
+    (100, 100, 0.5, "key"),
+    (100, 100, 0.5, "attn_out"),
+    (100, 100, 0.5, "random"),
+]
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize(("Kp", "Kr", "rho", "sel"), SETTINGS)
+def test_static_input_gives_the_full_forward(model, Kp, Kr, rho, sel, first, masked_input):
+    x = masked_input()
+    config = DLLMCacheConfig(Kp, Kr, rho, selection=sel, refresh_first_layer=first)
+    with apply_dllm_cache(model, config) as handle:
+        handle.cache.reset(24)
+        expected = _plain_logits(model, handle, x)
+        for _ in range(3):
+            torch.testing.assert_close(model(x).logits, expected, rtol=0, atol=1e-5)
+        assert handle.cache.stats.flops < handle.cache.stats.full_flops
+
+
+def test_cache_actually_reuses_stale_features(model, masked_input):
+    # the cached path must not be the full forward in disguise: after the input changes, a
+    # step without refresh and without adaptive update differs from the full forward.
+    x = masked_input()
+    with apply_dllm_cache(model, DLLMCacheConfig(100, 100, 0.0)) as handle:
+        handle.cache.reset(24)
+        model(x)
+        x[:, 24:30] = 9
+        assert not torch.allclose(model(x).logits, _plain_logits(model, handle, x), atol=1e-3)
+
+
+@pytest.mark.parametrize("rho", [0.25, 0.5, 0.3])
+def test_selection_is_argmin_k_of_value_cosine_and_only_those_rows_change(
+    rho, make_model, masked_input
+):
+    model = make_model(n_layers=3)
+    P, R = 24, 16
+    x = masked_input(P=P, R=R)
+    k = math.floor(R * rho)
+    with apply_dllm_cache(model, DLLMCacheConfig(100, 100, rho)) as handle:
+        c = handle.cache
+        c.reset(P)
+        model(x)
+        before = {layer: c.layer_cache(layer) for layer in (1, 2)}
+        x[:, P : P + 5] = torch.tensor([5, 6, 7, 8, 9])
+        model(x)
+        for layer in (1, 2):
+            old, new = before[layer], c.layer_cache(layer)
+            assert new.selected.shape == (2, k)
+            sim = F.cosine_similarity(new.v[:, P:].double(), old.v[:, P:].double(), dim=-1)
+            naive = torch.sort(sim, dim=-1, stable=True).indices[:, :k]
+            assert torch.equal(new.selected.sort(-1).values, naive.sort(-1).values)
+            for b in range(2):
+                chosen = torch.zeros(R, dtype=torch.bool)
+                chosen[new.selected[b]] = True
+                # non-selected rows keep their cached attention/FFN outputs bit for bit
+                assert torch.equal(new.a[b, P:][~chosen], old.a[b, P:][~chosen])
+                assert torch.equal(new.f[b, P:][~chosen], old.f[b, P:][~chosen])
+                assert not torch.equal(new.f[b, P:][chosen], old.f[b, P:][chosen])
+                # V is refreshed for every response row, K only for the selected ones
+                assert torch.equal(new.k[b, P:][~chosen], old.k[b, P:][~chosen])
+        assert {r.rows.ffn for r in c.stats.records if r.step == 2 and r.layer > 0} == {k}
+
+
+@pytest.mark.parametrize("sel", ["value", "key", "attn_out", "random"])
+@pytest.mark.parametrize(
+    ("Kp", "Kr", "rho", "first"), [(5, 3, 0.25, True), (4, 2, 0.5, False), (7, 7, 0.0, True)]
+)
+def test_counts_match_closed_form_schedule_and_flops_model(
+    Kp, Kr, rho, first, sel, make_model, prompts
+):
+    model = make_model()
+    config = DLLMCacheConfig(Kp, Kr, rho, selection=sel, refresh_first_layer=first)
+    x = prompts(2, 24)
+    with apply_dllm_cache(model, config) as handle:
+        generate(model, x, **GEN, cache=handle.cache)
+        stats = handle.cache.stats
+    L = model.config.n_layers
+    assert stats.cases() == schedule(16, L, config)
+    for r in stats.records:
+        assert r.rows == case_rows(r.case, 24, 16, config)
+    dims = handle.adapter.parts(model, handle.adapter.blocks(model)[0]).dims
+    assert stats.flops == 2 * generation_flops(dims, L, 24, 16, 16, config)
+    assert stats.full_flops == 2 * generation_flops(dims, L, 24, 16, 16, None)
+
+
+@pytest.mark.parametrize("config", [None, DLLMCacheConfig(6, 3, 0.25)])
+def test_left_padded_batch_equals_rows_one_by_one(config, make_model, prompts):
+    model = make_model(seed=1)
+    lengths = [20, 13, 24]
+    rows = [prompts(1, n, seed=i) for i, n in enumerate(lengths)]
+    P = max(lengths)
+    batch = torch.zeros(len(rows), P, dtype=torch.long)
+    mask = torch.zeros(len(rows), P, dtype=torch.long)
+    for i, r in enumerate(rows):
+        batch[i, P - r.shape[1] :] = r
+        mask[i, P - r.shape[1] :] = 1
+
+    def run(ids, attention_mask=None):
+        if config is None:
+            return generate(model, ids, attention_mask, **GEN)
+        with apply_dllm_cache(model, config) as handle:
+            return generate(model, ids, attention_mask, **GEN, cache=handle.cache)
+
+    together = run(batch, mask)
+    for i, r in enumerate(rows):
+        assert torch.equal(together[i], run(r)[0]), f"row {i}"
+    # the mask matters: without it the padded rows come out differently
+    assert not torch.equal(run(batch), together)
