@@ -218,7 +218,7 @@ def train_tiny_lm(
         "seq_len": seq_len,
         "lr": lr,
     }
-    if task_id == "stdlib":
+    if isinstance(task, str):
         # The corpus, hence the tokenizer and the data, depend on the interpreter's stdlib.
         recipe |= {"corpus_bytes": corpus_bytes, "python": list(sys.version_info[:3])}
 
