@@ -64,6 +64,7 @@ def exact_distribution(
         replay(prefix)
         allowed = constraint.allowed_mask().nonzero().flatten().tolist()
         logp = transform_logprobs(lm.logprobs([*prompt, *prefix]), temperature).to(torch.float64)
+        logp = logp - torch.logsumexp(logp, 0)  # the sampler renormalises float32 log-probs too
         for tok in allowed:
             lp_tok = lp + float(logp[tok])
             if lp_tok == -math.inf:

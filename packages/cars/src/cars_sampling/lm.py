@@ -52,11 +52,17 @@ class ToyLM:
         self.sharpness = sharpness
         self.eos_bias = eos_bias
         self.calls = 0
+        self._memo: dict[tuple[int, ...], torch.Tensor] = {}
 
     def logprobs(self, prefix_ids: Sequence[int]) -> torch.Tensor:
         self.calls += 1
-        key = hashlib.sha256(repr((self.seed, tuple(int(t) for t in prefix_ids))).encode()).digest()
-        rng = np.random.default_rng(int.from_bytes(key[:8], "little"))
-        logits = torch.from_numpy(rng.normal(0.0, self.sharpness, self.vocab_size))
-        logits[self.eos_token_id] += self.eos_bias
-        return torch.log_softmax(logits, dim=-1).to(torch.float32)
+        prefix = tuple(int(t) for t in prefix_ids)
+        cached = self._memo.get(prefix)
+        if cached is None:
+            key = hashlib.sha256(repr((self.seed, prefix)).encode()).digest()
+            rng = np.random.default_rng(int.from_bytes(key[:8], "little"))
+            logits = torch.from_numpy(rng.normal(0.0, self.sharpness, self.vocab_size))
+            logits[self.eos_token_id] += self.eos_bias
+            cached = torch.log_softmax(logits, dim=-1).to(torch.float32)
+            self._memo[prefix] = cached
+        return cached.clone()

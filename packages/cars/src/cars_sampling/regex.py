@@ -146,7 +146,7 @@ class _Parser:
         classes = {"d": _DIGITS, "w": _WORD, "s": _SPACE}
         if ch in classes:
             return CharSet(classes[ch])
-        if ch.upper() in classes and ch.isupper():
+        if ch.isupper() and ch.lower() in classes:
             return CharSet(classes[ch.lower()], negated=True)
         named = {"n": "\n", "t": "\t", "r": "\r"}
         return CharSet(frozenset(named.get(ch, ch)))
