@@ -29,7 +29,6 @@ from adalina.games import GameLike, evaluate
 from adalina.sampling import (
     draw_coalitions,
     sample_vector_coefficients,
-    sample_vectors,
     sampling_distribution,
     size_support,
 )
@@ -395,6 +394,7 @@ class LinearSpaceEstimator(SemiValueApproximator):
             self._ref = float(values[0])
         centred = values - self._ref
         sizes = masks.sum(axis=1)
+        keep = slice(None)
         if not self.include_extremes:
             empty, full = sizes == 0, sizes == self._n
             if empty.any():
@@ -403,9 +403,14 @@ class LinearSpaceEstimator(SemiValueApproximator):
                 self._u_full = float(centred[full][-1])
             keep = ~(empty | full)
             masks, centred = masks[keep], centred[keep]
-        a = sample_vectors(masks, self._inside, self._outside)
-        self._sum_a += a.sum(axis=0)
-        self._sum_au += centred @ a
+        # a(S) = 1_S (inside_s + outside_s) - outside_s: one pass over the coalitions serves both
+        # sums without building the (batch, n) matrix of sample vectors
+        sizes = sizes[keep]
+        both = self._inside[sizes] + self._outside[sizes]
+        base = self._outside[sizes]
+        sums = masks.T.astype(float) @ np.stack([both, both * centred], axis=1)
+        self._sum_a += sums[:, 0] - base.sum()
+        self._sum_au += sums[:, 1] - float(base @ centred)
         self._sum_u += float(centred.sum())
         self._m += masks.shape[0]
 
