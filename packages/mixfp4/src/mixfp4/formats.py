@@ -94,11 +94,11 @@ class FloatFormat:
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Nearest code of finite ``x`` with round-to-nearest-even, saturating to ``±max``, uint8.
 
-        Negative zero encodes as ``+0`` (code 0), as in every packer of the block formats.
+        The sign bit is the input's (so a small negative value gives ``-0``), as ml_dtypes casts and
+        torchao's NVFP4 packer do.
         """
         mag = self.encode_magnitude(x.float().abs().clamp(max=self.max))
-        sign = (x < 0) & (mag != 0)
-        return (mag | (sign.long() * self.sign_bit)).to(torch.uint8)
+        return (mag | (torch.signbit(x).long() * self.sign_bit)).to(torch.uint8)
 
     def stochastic_magnitude(self, a: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """Magnitude code of ``a >= 0`` rounded stochastically with uniform ``noise`` in [0, 1).

@@ -4,7 +4,7 @@ NVFP4 (torchao ``_nvfp4_quantize`` order of operations, ModelOpt zero-block rule
 
     s_t = amax(|X|) / (448 · 6)
     s_b = E4M3_RNE(clamp((amax_b / 6) / s_t, lo, 448))          per 16-element block
-    q   = E2M1_RNE(clamp(x / (s_t · s_b), -6, 6));   x̂ = q · (s_t · s_b)
+    q   = E2M1_RNE(clamp(x · ((1 / s_t) / s_b), -6, 6));   x̂ = q · (s_t · s_b)
 
 MixFP4 computes a second candidate per block on the uniform grid (E1M2 read as the integers 0..7, block
 scale ``(amax_b / 7) / s_t``), keeps the candidate with the smaller block error (ties keep E2M1, i.e.
@@ -168,11 +168,13 @@ def e4m3_block_scale(raw: torch.Tensor, scale_min: str) -> tuple[torch.Tensor, t
 def _round_elements(
     scaled: torch.Tensor, fmt: FloatFormat, noise: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sign-magnitude 4-bit codes and their values for ``scaled`` already inside ``fmt``'s range."""
+    """Sign-magnitude 4-bit codes and their values for ``scaled`` already inside ``fmt``'s range.
+
+    The sign bit follows the input even where the magnitude rounds to 0 (torchao's ``-0`` code 8).
+    """
     a = scaled.abs()
     mag = fmt.encode_magnitude(a) if noise is None else fmt.stochastic_magnitude(a, noise)
-    negative = (scaled < 0) & (mag != 0)
-    codes = (mag | (negative.long() << 3)).to(torch.uint8)
+    codes = (mag | (torch.signbit(scaled).long() << 3)).to(torch.uint8)
     return codes, fmt.decode(codes)
 
 
@@ -194,7 +196,10 @@ def quantize_candidate(
     raw = (amax / grid) / s_t
     byte, s_b = e4m3_block_scale(raw, scale_min)
     total = (s_t * s_b).unsqueeze(-1)
-    scaled = (blocks / total).clamp(-grid, grid) / multiplier
+    # torchao 0.18's order: multiply by (1 / s_t) / s_b rather than divide by s_t · s_b (they can
+    # differ in the last bit, which moves values sitting on a rounding boundary).
+    reciprocal = ((1.0 / s_t) / s_b).unsqueeze(-1)
+    scaled = (blocks * reciprocal).clamp(-grid, grid) / multiplier
     codes, v = _round_elements(scaled, fmt, noise)
     xhat = (v * multiplier) * total
     return {"byte": byte, "raw": raw, "codes": codes, "xhat": xhat}
