@@ -1,0 +1,97 @@
+"""The transformers adapter: KV-cache reuse is invisible in the results, errors are clear."""
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from cars_sampling import CARSSampler, DFAConstraint  # noqa: E402
+from cars_sampling.transformers_lm import TransformersLM, sequence_logprob  # noqa: E402
+
+V = 12
+EOS = 1
+TEXTS = [None, None, "a", "b", "c", "ab", "ba", "ca", "cc", " ", "b ", "a c"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    config = transformers.LlamaConfig(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def constraint():
+    return DFAConstraint.from_regex("(ab|c)+( a)?", TEXTS, EOS, vocab_size=V)
+
+
+def test_kv_reuse_matches_recomputation_on_every_prefix(model):
+    reuse, fresh = TransformersLM(model), TransformersLM(model, reuse_kv=False)
+    prefixes = [[0], [0, 2], [0, 2, 3], [0, 4], [0, 2, 3, 4], [0, 4, 4, 2], [0, 2, 5]]
+    for p in prefixes:
+        assert torch.allclose(reuse.logprobs(p), fresh.logprobs(p), atol=1e-5), p
+    assert reuse.tokens_computed < fresh.tokens_computed
+
+
+@pytest.mark.parametrize("style", ["cars", "rs"])
+def test_kv_reuse_gives_the_same_samples(model, style):
+    runs = []
+    for reuse in (True, False):
+        lm = TransformersLM(model, reuse_kv=reuse)
+        s = CARSSampler(lm, constraint(), style=style, max_new_tokens=8, seed=4)
+        res = s.sample([0], n_samples=6, max_attempts=400)
+        runs.append((res.token_ids, res.acceptance_history, lm.tokens_computed))
+    assert runs[0][:2] == runs[1][:2]
+    assert runs[0][2] < runs[1][2], "reuse must compute fewer token positions"
+
+
+def test_raw_logprobs_equal_one_teacher_forced_forward(model):
+    lm = TransformersLM(model)
+    res = CARSSampler(lm, constraint(), max_new_tokens=8, seed=1).sample([0, 3], n_samples=5)
+    assert res.n_valid == 5
+    for tokens, lp in zip(res.token_ids, res.raw_logprobs, strict=True):
+        seq = [*tokens, EOS] if len(tokens) < 8 else tokens
+        assert lp == pytest.approx(sequence_logprob(lm, [0, 3], seq), abs=1e-4)
+
+
+def test_model_is_wrapped_automatically_and_batches_are_refused(model):
+    s = CARSSampler(model, constraint(), max_new_tokens=8, seed=0)
+    assert isinstance(s.lm, TransformersLM)
+    with pytest.raises(ValueError, match="batch size above one"):
+        s.sample(torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="batch size above one"):
+        s.sample([[0, 1], [0, 2]])
+
+
+def test_vocabulary_mismatch_is_an_error(model):
+    class BigTokenizer:
+        bos_token_id = None
+
+        def __len__(self):
+            return V + 5
+
+    with pytest.raises(ValueError, match="vocabulary mismatch"):
+        TransformersLM(model, BigTokenizer())
+    small = DFAConstraint.from_regex("a+", TEXTS[:10], EOS)
+    with pytest.raises(ValueError, match="vocabulary mismatch"):
+        CARSSampler(model, small)
+
+
+def test_padded_logit_rows_get_zero_probability(model):
+    class SmallTokenizer:
+        bos_token_id = None
+
+        def __len__(self):
+            return V - 2
+
+    lm = TransformersLM(model, SmallTokenizer())
+    lp = lm.logprobs([0, 2])
+    assert lp.shape == (V,) and torch.isinf(lp[-2:]).all()
+    assert torch.exp(lp).sum() == pytest.approx(1.0, abs=1e-5)
