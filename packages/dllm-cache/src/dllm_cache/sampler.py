@@ -169,6 +169,9 @@ def generate(
                 resp = x[:, P:]
                 masked = resp == mask_id
                 logits = _guided_logits(x, P, step, cfg_scale, mask_id, cache, logits_of)
+                # A committed MASK would stay masked for good; LLaDA relies on the trained model
+                # never predicting it, we rule it out.
+                logits[..., mask_id] = -torch.inf
                 x0 = gumbel_argmax(logits, temperature, generator)
                 if remasking == "low_confidence":
                     p = F.softmax(logits.double(), dim=-1)
