@@ -1,7 +1,7 @@
 """Logging policies for batched bandit experiments; every policy reports the propensities it used.
 
 Each policy keeps, for every replication and arm, ridge-regression statistics of the outcome on
-``[1, x]`` and refits them every ``batch`` rounds (after ``warmup`` uniform rounds), as batched
+``[1, x]`` (on ``[1]`` with ``contextual=False``: a multi-armed bandit that ignores the context) and refits them every ``batch`` rounds (after ``warmup`` uniform rounds), as batched
 deployments do. ``probs(x)`` returns the ``(R, K)`` action probabilities for the round's contexts;
 the experiment draws the arm from them, so the logged propensities are exact.
 
@@ -10,6 +10,8 @@ so every arm keeps probability at least ``floor`` — the propensity floor the i
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr
@@ -20,15 +22,18 @@ from ppai.problems import Array
 class Policy:
     """Shared state: per-replication, per-arm ridge fits of the outcome on ``[1, x]``."""
 
-    def __init__(self, batch: int = 50, warmup: int = 50, ridge: float = 1.0) -> None:
+    def __init__(
+        self, batch: int = 50, warmup: int = 50, ridge: float = 1.0, contextual: bool = True
+    ) -> None:
         if batch < 1 or warmup < 0 or ridge <= 0:
             raise ValueError(
                 f"need batch >= 1, warmup >= 0, ridge > 0; got {batch}, {warmup}, {ridge}"
             )
         self.batch, self.warmup, self.ridge = batch, warmup, ridge
+        self.contextual = contextual
 
     def reset(self, R: int, K: int, p: int, rng: np.random.Generator) -> None:
-        q = p + 1
+        q = p + 1 if self.contextual else 1
         self.K, self.rng, self.t = K, rng, 0
         self.gram = np.broadcast_to(self.ridge * np.eye(q), (R, K, q, q)).copy()
         self.xty = np.zeros((R, K, q))
@@ -37,7 +42,9 @@ class Policy:
         self.resid = np.ones((R, K))  # running residual variance, for the posterior scale
 
     def _features(self, X: Array) -> Array:
-        return np.concatenate([np.ones((*X.shape[:-1], 1)), X], axis=-1)
+        # A non-contextual policy (a multi-armed bandit) fits arm means only.
+        ones = np.ones((*X.shape[:-1], 1))
+        return np.concatenate([ones, X], axis=-1) if self.contextual else ones
 
     def update(self, X: Array, A: np.ndarray, Y: Array) -> None:
         """Record one round ``(R, p)``, ``(R,)``, ``(R,)``; refit at the end of each batch."""
@@ -90,8 +97,8 @@ def _check_floor(floor: float, name: str) -> float:
 class EpsilonGreedy(Policy):
     """Play the estimated best arm with probability ``1 − ε + ε/K``, every other with ``ε/K``."""
 
-    def __init__(self, epsilon: float = 0.1, **kw: int | float) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, epsilon: float = 0.1, **kw: Any) -> None:
+        super().__init__(**kw)
         self.epsilon = _check_floor(epsilon, "epsilon")
 
     def _probs(self, X: Array) -> Array:
@@ -102,8 +109,8 @@ class EpsilonGreedy(Policy):
 class UCB(Policy):
     """Clipped linear UCB: the arm with the largest ``mean + c·se``, mixed so every arm has ``floor``."""
 
-    def __init__(self, clip: float = 0.05, c: float = 1.0, **kw: int | float) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, clip: float = 0.05, c: float = 1.0, **kw: Any) -> None:
+        super().__init__(**kw)
         self.clip, self.c = _check_floor(clip, "clip"), float(c)
 
     def _probs(self, X: Array) -> Array:
@@ -119,9 +126,9 @@ class ThompsonSampling(Policy):
     """
 
     def __init__(
-        self, clip: float = 0.05, noise_sd: float = 1.0, n_draws: int = 256, **kw: int | float
+        self, clip: float = 0.05, noise_sd: float = 1.0, n_draws: int = 256, **kw: Any
     ) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+        super().__init__(**kw)
         self.clip, self.noise_sd, self.n_draws = (
             _check_floor(clip, "clip"),
             float(noise_sd),

@@ -1,0 +1,249 @@
+"""The maths: λ = 0 is labeled-only, closed forms equal Newton, Ψ(θ̂) = 0, tuned variance ≤ λ = 0."""
+
+import numpy as np
+import ppai
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ppai.estimating import Block, equation, equation_jacobian, groups, newton_solve, solve
+
+
+class NewtonOnly:
+    """A user ZProblem wrapping a built-in one without its closed form, to force Newton's method."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.jacobian_uses_y = inner.jacobian_uses_y
+
+    def dim(self, X):
+        return self.inner.dim(X)
+
+    def psi(self, theta, X, Y):
+        return self.inner.psi(theta, X, Y)
+
+    def jacobian(self, theta, X, Y, w):
+        return self.inner.jacobian(theta, X, Y, w)
+
+    def init(self, X, Y, w):
+        return self.inner.init(X, Y, w) + 0.5  # away from the root, so Newton has work to do
+
+
+def _fit(problem, d, arm=1, **kw):
+    X = d["X"] if problem != "mean" and not isinstance(problem, NewtonOnly) else d["X"]
+    return ppai.PPAI(problem, target_arm=arm, **kw).fit(
+        X, d["A"], d["Y"], d["propensity"], d["pred_labeled"], d["X_unlabeled"], d["pred_unlabeled"]
+    )
+
+
+def test_lambda_zero_is_the_labeled_only_ipw_estimator(make_bandit):
+    d = make_bandit(0)
+    fit = _fit("mean", d, lam=0.0)
+    played = d["A"] == 1
+    rho = played / d["propensity"][:, 1]
+    # Hájek ratio Σ ρ Y / Σ ρ, predictions unused.
+    assert fit.theta_[0] == pytest.approx((rho * d["Y"]).sum() / rho.sum(), rel=1e-12)
+    other = dict(d, pred_labeled=d["pred_labeled"] + 5.0, pred_unlabeled=d["pred_unlabeled"] * 0)
+    assert _fit("mean", other, lam=0.0).theta_[0] == fit.theta_[0]
+    assert fit.theta_labeled_only_[0] == fit.theta_[0]
+    # Constant propensity: the plain mean of the rounds that played the arm.
+    T = len(d["Y"])
+    flat = dict(d, propensity=np.full(T, 0.5))
+    assert _fit("mean", flat, lam=0.0).theta_[0] == pytest.approx(d["Y"][played].mean(), rel=1e-12)
+    lo, hi = ppai.ipw_ci("mean", None, d["Y"], d["A"], d["propensity"], arm=1)
+    np.testing.assert_allclose([lo, hi], fit.conf_int()[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3, 1.0, "auto"])
+def test_closed_forms_equal_newton(make_bandit, lam):
+    d = make_bandit(1)
+    X1 = np.c_[np.ones(len(d["Y"])), d["X"]]
+    d = dict(d, X=X1, X_unlabeled=np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"]])
+    for name in ("mean", "ols"):
+        closed = _fit(name, d, lam=lam)
+        newton = _fit(NewtonOnly(ppai.problems.resolve_problem(name)), d, lam=lam)
+        np.testing.assert_allclose(newton.theta_, closed.theta_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(newton.cov_, closed.cov_, rtol=1e-8)
+
+
+def test_mean_closed_form_matches_the_spec(make_bandit):
+    d = make_bandit(2)
+    rho = (d["A"] == 0) / d["propensity"][:, 0]
+    f, fu, Y = d["pred_labeled"][np.arange(len(d["A"])), d["A"]], d["pred_unlabeled"][:, 0], d["Y"]
+    lam = 0.6
+    expected = (lam * fu.mean() + (rho * (Y - lam * f)).mean()) / (lam + (1 - lam) * rho.mean())
+    assert _fit("mean", d, arm=0, lam=lam).theta_[0] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["ols", "logistic"])
+def test_equation_vanishes_at_the_estimate_and_jacobian_matches_finite_differences(name):
+    rng = np.random.default_rng(3)
+    T, N = 300, 900
+    X = np.c_[np.ones(T), rng.standard_normal((T, 2))]
+    X_u = np.c_[np.ones(N), rng.standard_normal((N, 2))]
+    if name == "logistic":
+        Y = (rng.random(T) < 0.4).astype(float)
+        f, f_u = rng.random(T), rng.random(N)
+    else:
+        Y, f, f_u = rng.standard_normal(T), rng.standard_normal(T), rng.standard_normal(N)
+    w = rng.uniform(0.5, 3.0, T)
+    block = Block(X, Y, f, w, X_u, (f_u,), (np.ones(N),))
+    problem = ppai.problems.resolve_problem(name)
+    lam = np.array([0.7, 0.2, 0.9])
+    theta = solve(problem, block, lam)
+    g = groups(block, lam)
+    assert np.abs(equation(problem, g, theta)).max() < 1e-10
+    J = equation_jacobian(problem, g, theta)
+    eps = 1e-6
+    fd = np.column_stack(
+        [
+            (equation(problem, g, theta + eps * e) - equation(problem, g, theta - eps * e))
+            / (2 * eps)
+            for e in np.eye(3)
+        ]
+    )
+    np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_quantile_solver_matches_brute_force():
+    rng = np.random.default_rng(4)
+    T, N = 200, 600
+    Y, f, f_u = rng.standard_normal(T), rng.standard_normal(T) + 0.1, rng.standard_normal(N)
+    w = rng.uniform(0.5, 2.0, T)
+    problem = ppai.QuantileProblem(0.3)
+    block = Block(None, Y, f, w, None, (f_u,), (np.ones(N),))
+    lam = np.array([0.8])
+    theta = solve(problem, block, lam)[0]
+    grid = np.unique(np.r_[Y, f, f_u])
+    g = groups(block, lam)
+    psi = np.array([equation(problem, g, np.array([v]))[0] for v in grid])
+    assert theta == grid[np.argmin(np.abs(psi))]
+
+
+def _random_stats(seed, D, T, N):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((T, D))
+    b = 0.8 * a @ rng.standard_normal((D, D)) / np.sqrt(D) + rng.standard_normal((T, D))
+    u = rng.standard_normal((N, D)) * rng.uniform(0.2, 2.0, D)
+    H = rng.standard_normal((D, D)) + 3 * np.eye(D)
+    c = lambda x, y: (x - x.mean(0)).T @ (y - y.mean(0)) / (len(x) - 1)  # noqa: E731
+    return ppai.ScoreStats(c(a, a), c(a, b), c(b, b), c(u, u), H, T, N)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    D=st.integers(1, 4),
+    T=st.integers(5, 200),
+    N=st.integers(2, 2000),
+    coord=st.one_of(st.none(), st.integers(0, 3)),
+)
+def test_tuned_variance_never_exceeds_labeled_only(seed, D, T, N, coord):
+    stats = _random_stats(seed, D, T, N)
+    coord = None if coord is None or coord >= D else coord
+    lam = ppai.tune_lambda(stats, coord=coord)
+    var = lambda L: ppai.covariance(stats, L)  # noqa: E731
+    pick = (lambda C: np.trace(C)) if coord is None else (lambda C: C[coord, coord])
+    assert pick(var(lam)) <= pick(var(np.zeros(D))) * (1 + 1e-12) + 1e-15
+    # λ̂ is the minimiser over [0, 1]: no grid point does better.
+    grid = [pick(var(np.full(D, g))) for g in np.linspace(0, 1, 101)]
+    assert pick(var(lam)) <= min(grid) * (1 + 1e-12) + 1e-15
+
+
+def test_tuning_modes(make_bandit):
+    d = make_bandit(5)
+    # Regress on one covariate only: the predictions (which see all three) explain the residual.
+    X1 = np.c_[np.ones(len(d["Y"])), d["X"][:, 1]]
+    d = dict(d, X=X1, X_unlabeled=np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"][:, 1]])
+    element = _fit("ols", d, lam_mode="element")
+    assert element.lam_.shape == (2,) and np.all((element.lam_ >= 0) & (element.lam_ <= 1))
+    coord = _fit("ols", d, coord=1)
+    overall = _fit("ols", d)
+    assert isinstance(coord.lam_, float) and coord.lam_ != overall.lam_
+    flip = make_bandit(5, adaptive=False)
+    flip = dict(flip, pred_labeled=-flip["pred_labeled"], pred_unlabeled=-flip["pred_unlabeled"])
+    assert _fit("mean", flip, clip_lam=False).lam_ < 0  # negated predictions are anti-informative
+    assert _fit("mean", flip).lam_ == 0.0
+
+
+def test_informative_predictions_tighten_and_perfect_ones_pull_lambda_to_one(make_bandit):
+    d = make_bandit(6, T=600, N=20000)
+    ipw, tuned = _fit("mean", d, lam=0.0), _fit("mean", d)
+    assert tuned.se_[0] < 0.8 * ipw.se_[0]
+    # Under a non-adaptive policy useless predictions get λ̂ ≈ 0 (spec §6.4). Under an adaptive one
+    # the −θ part of ψ^f is a control variate for the random weights (E ρ = 1), so λ̂ need not be 0.
+    useless = make_bandit(6, T=2000, N=20000, signal=0.0, adaptive=False)
+    assert abs(_fit("mean", useless, clip_lam=False).lam_) < 0.1
+
+
+def test_sqrt_stabilized_equals_ipw_when_the_policy_is_the_stabilizer(make_bandit):
+    d = make_bandit(7, T=2000, adaptive=False)
+    ipw = _fit("mean", d, lam=0.5)
+    sqrt = _fit("mean", d, lam=0.5, weighting="sqrt_stabilized")
+    # w = ρ; only the unlabeled scale s = mean(ρ) = 1 + O(T^-1/2) differs.
+    assert sqrt.theta_[0] == pytest.approx(ipw.theta_[0], abs=0.2 * ipw.se_[0])
+    assert sqrt.se_[0] == pytest.approx(ipw.se_[0], rel=0.05)
+    assert sqrt.theta_[0] != ipw.theta_[0]
+
+
+def test_effect_and_policy_value(make_bandit):
+    d = make_bandit(8)
+    joint = _fit("mean", d, arm=[1, 0], lam=0.7)
+    one = _fit("mean", d, arm=1, lam=0.7)
+    zero = _fit("mean", d, arm=0, lam=0.7)
+    np.testing.assert_allclose(joint.theta_, [one.theta_[0], zero.theta_[0]], rtol=1e-12)
+    np.testing.assert_allclose(np.diag(joint.cov_), [one.cov_[0, 0], zero.cov_[0, 0]], rtol=1e-12)
+    eff = joint.contrast([1, -1])
+    assert eff["estimate"] == pytest.approx(one.theta_[0] - zero.theta_[0])
+    assert eff["se"] ** 2 == pytest.approx(
+        joint.cov_[0, 0] + joint.cov_[1, 1] - 2 * joint.cov_[0, 1]
+    )
+    # The value of "always play arm 1" is the mean of arm 1.
+    value = ppai.PPAI("mean", target_policy=[0.0, 1.0], lam=0.7).fit(
+        None, d["A"], d["Y"], d["propensity"], d["pred_labeled"], None, d["pred_unlabeled"]
+    )
+    np.testing.assert_allclose(value.theta_, one.theta_, rtol=1e-12)
+    mixed = ppai.ppai_policy_value_ci(
+        d["Y"],
+        d["A"],
+        d["propensity"],
+        d["pred_labeled"],
+        d["pred_unlabeled"],
+        target_policy=lambda X: np.where(X[:, :1] > 0, [0.0, 1.0], [1.0, 0.0]),
+        X=d["X"],
+        X_unlabeled=d["X_unlabeled"],
+        lam=0.7,
+    )
+    assert mixed[0] < mixed[1]
+
+
+def test_pvalues_and_intervals_agree(make_bandit):
+    d = make_bandit(9)
+    fit = _fit("mean", d)
+    lo, hi = fit.conf_int(0.1)[0]
+    assert fit.pvalue(lo)[0] == pytest.approx(0.1, rel=1e-9)
+    assert fit.pvalue(hi, alternative="smaller")[0] == pytest.approx(0.05, rel=1e-9)
+    lo1, hi1 = fit.conf_int(0.1, alternative="larger")[0]
+    assert hi1 == np.inf and fit.pvalue(lo1, alternative="larger")[0] == pytest.approx(
+        0.1, rel=1e-9
+    )
+
+
+def test_newton_reports_non_convergence():
+    class NoRoot:
+        name = "no-root"
+
+        def dim(self, X):
+            return 1
+
+        def psi(self, theta, X, Y):
+            return np.exp(theta[0]) * np.ones((len(Y), 1))  # never zero
+
+        def jacobian(self, theta, X, Y, w):
+            return np.array([[np.exp(theta[0]) * w.mean()]])
+
+        def init(self, X, Y, w):
+            return np.zeros(1)
+
+    Y = np.ones(5)
+    with pytest.raises(RuntimeError, match="no-root.*did not converge"):
+        newton_solve(NoRoot(), [(None, Y, np.ones(5), np.ones(1))], np.zeros(1))
