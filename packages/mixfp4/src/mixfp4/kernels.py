@@ -1,0 +1,185 @@
+"""Fused triton MixFP4 / NVFP4 quantizer: block amax, both candidates and the choice in one pass.
+
+Each program takes ``ROWS`` blocks of ``BLOCK`` elements, keeps them in registers, computes the block
+absmax, the E4M3 scale and the 4-bit codes of the E2M1 candidate and of the E1M2 candidate, their
+block errors (float64, as the reference), and writes the chosen codes (one per byte; the nibble packing
+is a cheap torch op afterwards) and the flagged scale byte. The torch reference in
+:mod:`mixfp4.quantize` is the oracle: the parity test asks for identical bits.
+
+Rounding without a table: every grid here is a piecewise-uniform float grid, so round-to-nearest-even
+is ``rint(a / quantum) · quantum`` with the binade's quantum, and ``rint`` is the float32
+``(y + 1.5·2^23) - 1.5·2^23`` trick (exact and ties-to-even for ``|y| < 2^22``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mixfp4.formats import E1M2
+from mixfp4.quantize import SCALE_MINS, SELECTORS
+from shared_core.kernels import HAS_TRITON, autotune_configs
+
+__all__ = ["mixfp4_quantize_triton"]
+
+if HAS_TRITON:
+    import triton
+    import triton.language as tl
+
+    _CONFIGS = autotune_configs(
+        [
+            triton.Config({"ROWS": 64}, num_warps=4),
+            triton.Config({"ROWS": 128}, num_warps=4),
+            triton.Config({"ROWS": 32}, num_warps=2),
+        ]
+    )
+
+    @triton.jit
+    def _rint(y):
+        magic = 12582912.0  # 1.5 · 2^23
+        return (y + magic) - magic
+
+    @triton.jit
+    def _pow2(k):
+        # 2^k for integer k in the normal float32 range, built from the exponent bits.
+        return ((k + 127) << 23).to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _e4m3(c):
+        """RNE of ``c`` in [2^-9, 448] to E4M3: (value, byte)."""
+        e = ((c.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
+        quantum = _pow2(tl.maximum(e, -6) - 3)
+        value = _rint(c / quantum) * quantum
+        vb = value.to(tl.int32, bitcast=True)
+        ve = ((vb >> 23) & 0xFF) - 127
+        normal = ((ve + 7) << 3) | ((vb >> 20) & 7)
+        sub = (value * 512.0).to(tl.int32)
+        byte = tl.where(value >= 0.015625, normal, sub)
+        return value, byte
+
+    @triton.jit
+    def _candidate(
+        x,
+        amax,
+        s_t,
+        GRID: tl.constexpr,
+        MULT: tl.constexpr,
+        IS_E2M1: tl.constexpr,
+        LO: tl.constexpr,
+        ZERO_TO_ONE: tl.constexpr,
+        SELECTOR: tl.constexpr,
+    ):
+        raw = (amax / GRID) / s_t
+        if ZERO_TO_ONE:
+            raw = tl.where(raw == 0.0, 1.0, raw)
+        s_b, byte = _e4m3(tl.minimum(tl.maximum(raw, LO), 448.0))
+        total = s_t * s_b
+        reciprocal = (1.0 / s_t) / s_b
+        scaled = tl.minimum(tl.maximum(x * reciprocal[:, None], -GRID), GRID) / MULT
+        a = tl.abs(scaled)
+        if IS_E2M1:
+            quantum = tl.where(a < 2.0, 0.5, tl.where(a < 4.0, 1.0, 2.0))
+            mag_v = _rint(a / quantum) * quantum
+            mag = tl.where(
+                mag_v < 2.0, mag_v * 2.0, tl.where(mag_v < 4.0, mag_v + 2.0, mag_v * 0.5 + 4.0)
+            )
+        else:
+            mag = _rint(a * 4.0)
+            mag_v = mag * 0.25
+        negative = x.to(tl.int32, bitcast=True) < 0
+        code = mag.to(tl.int32) | tl.where(negative, 8, 0)
+        v = tl.where(negative, -mag_v, mag_v)
+        xhat = (v * MULT) * total[:, None]
+        d = (xhat - x).to(tl.float64)
+        if SELECTOR == 0:
+            err = tl.sum(d * d, axis=1)
+        elif SELECTOR == 1:
+            err = tl.sum(tl.abs(d), axis=1)
+        else:
+            err = tl.max(tl.abs(d), axis=1)
+        return code, byte, raw, err
+
+    @triton.autotune(configs=_CONFIGS, key=["n_blocks", "BLOCK"])
+    @triton.jit
+    def _mixfp4_quantize_kernel(
+        x_ptr,
+        s_t_ptr,
+        codes_ptr,
+        scales_ptr,
+        saturated_ptr,
+        n_blocks,
+        BLOCK: tl.constexpr,
+        ROWS: tl.constexpr,
+        USE_A: tl.constexpr,
+        USE_B: tl.constexpr,
+        GRID_B: tl.constexpr,
+        MULT_B: tl.constexpr,
+        LO: tl.constexpr,
+        ZERO_TO_ONE: tl.constexpr,
+        SELECTOR: tl.constexpr,
+    ):
+        rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+        cols = tl.arange(0, BLOCK)
+        row_ok = rows < n_blocks
+        offs = rows[:, None] * BLOCK + cols[None, :]
+        x = tl.load(x_ptr + offs, mask=row_ok[:, None], other=0.0).to(tl.float32)
+        s_t = tl.load(s_t_ptr)
+        amax = tl.max(tl.abs(x), axis=1)
+        if USE_A:
+            code_a, byte_a, raw_a, err_a = _candidate(
+                x, amax, s_t, 6.0, 1.0, True, LO, ZERO_TO_ONE, SELECTOR
+            )
+        if USE_B:
+            code_b, byte_b, raw_b, err_b = _candidate(
+                x, amax, s_t, GRID_B, MULT_B, False, LO, ZERO_TO_ONE, SELECTOR
+            )
+        if USE_A and USE_B:
+            pick = err_b < err_a  # ties keep E2M1
+            code = tl.where(pick[:, None], code_b, code_a)
+            byte = tl.where(pick, byte_b | 0x80, byte_a)
+            raw = tl.where(pick, raw_b, raw_a)
+        elif USE_A:
+            code, byte, raw = code_a, byte_a, raw_a
+        else:
+            code, byte, raw = code_b, byte_b | 0x80, raw_b
+        tl.store(codes_ptr + offs, code.to(tl.uint8), mask=row_ok[:, None])
+        tl.store(scales_ptr + rows, byte.to(tl.uint8), mask=row_ok)
+        tl.store(saturated_ptr + rows, (raw > 448.0).to(tl.int8), mask=row_ok)
+
+
+def mixfp4_quantize_triton(
+    x: torch.Tensor,
+    s_t: torch.Tensor,
+    block_size: int,
+    selector: str,
+    use: tuple[bool, bool],
+    e1m2_multiplier: float,
+    scale_min: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Triton twin of ``_mixfp4_reference``: element codes ``[..., K]``, scale bytes, saturated mask.
+
+    ``x`` is the padded, finite float32 input; ``block_size`` must be a power of two.
+    """
+    if not HAS_TRITON:
+        raise RuntimeError("the fused MixFP4 kernel needs triton: pip install 'mixfp4[triton]'")
+    if block_size & (block_size - 1):
+        raise ValueError(f"the triton kernel needs a power-of-two block_size, got {block_size}")
+    flat = x.contiguous().reshape(-1, block_size)
+    n_blocks = flat.shape[0]
+    codes = torch.empty(flat.shape, dtype=torch.uint8, device=x.device)
+    scales = torch.empty(n_blocks, dtype=torch.uint8, device=x.device)
+    saturated = torch.empty(n_blocks, dtype=torch.int8, device=x.device)
+    if n_blocks:
+        s_t_buf = s_t.reshape(1).float().to(x.device)
+
+        def grid(meta: dict) -> tuple[int]:
+            return (triton.cdiv(n_blocks, meta["ROWS"]),)
+
+        _mixfp4_quantize_kernel[grid](
+            flat, s_t_buf, codes, scales, saturated, n_blocks,
+            BLOCK=block_size, USE_A=use[0], USE_B=use[1],
+            GRID_B=E1M2.max * e1m2_multiplier, MULT_B=e1m2_multiplier,
+            LO=SCALE_MINS[scale_min], ZERO_TO_ONE=scale_min == "subnormal",
+            SELECTOR=SELECTORS.index(selector),
+        )  # fmt: skip
+    nb_shape = (*x.shape[:-1], x.shape[-1] // block_size)
+    return codes.reshape(x.shape), scales.reshape(nb_shape), saturated.reshape(nb_shape).bool()
