@@ -40,12 +40,12 @@ def evaluate(game: GameLike, masks: np.ndarray) -> np.ndarray:
     """``game(masks)`` as a float64 ``(batch,)`` array, or an error naming the fault.
 
     Raises ``TypeError`` with a hint when the game fails on a boolean matrix the way a game written
-    for index lists does, and ``ValueError`` on a wrong output shape or a non-finite value (naming
+    for index lists does (``TypeError``, ``IndexError`` or ``KeyError`` on the call), and ``ValueError`` on a wrong output shape or a non-finite value (naming
     the first offending coalition).
     """
     try:
         raw = game(masks)
-    except (TypeError, IndexError) as err:
+    except (TypeError, IndexError, KeyError) as err:
         raise TypeError(
             f"the game failed on a boolean coalition matrix of shape {masks.shape} ({err}). Games "
             "take a boolean (batch, n_players) matrix -- row b holds coalition b, True for the "

@@ -1,0 +1,125 @@
+import numpy as np
+import pytest
+from adalina import (
+    AME,
+    MSR,
+    OFA,
+    Adalina,
+    KernelSHAPUnbiased,
+    LinearApprox,
+    MSRProb,
+    PermutationSampling,
+    ShapIQ,
+    exact_semivalue,
+    kernel_size_distribution,
+)
+from adalina_testgames import rel_error, tabulated
+
+N = 8
+
+
+@pytest.fixture(scope="module")
+def game():
+    return tabulated(N, seed=6, offset=1.0)
+
+
+@pytest.mark.parametrize("sv", ["shapley", 0.3, (16, 1), (1, 4)])
+def test_shapiq_is_the_linear_estimator_with_kernel_sizes_and_empty_gamma(game, sv):
+    # same stream: the closed form 2 H_{n-1} (n-s) w_{s-1} equals c(S)/P(S) under q ∝ 1/(s(n-s))
+    ours = ShapIQ(N, sv, random_state=2).approximate(300, game).values
+    generic = LinearApprox(
+        N, sv, gamma="empty", size_distribution=kernel_size_distribution(N), random_state=2
+    ).approximate(300, game)
+    np.testing.assert_allclose(ours, generic.values, rtol=1e-10)
+
+
+def test_unbiased_kernelshap_equals_shapiq_for_shapley(game):
+    # Fumagalli et al. (2023): SHAP-IQ of order 1 is unbiased KernelSHAP
+    kernel = KernelSHAPUnbiased(N, random_state=8).approximate(250, game).values
+    shapiq = ShapIQ(N, random_state=8).approximate(250, game).values
+    np.testing.assert_allclose(kernel, shapiq, rtol=1e-9)
+
+
+def test_msr_prob_is_adalina_all_sampling_with_zero_gamma(game):
+    a = MSRProb(N, 0.7, random_state=1).approximate(200, game).values
+    b = Adalina(N, 0.7, include_extremes=True, gamma=0.0, random_state=1).approximate(200, game)
+    np.testing.assert_allclose(a, b.values, rtol=1e-12)
+
+
+CASES = [
+    (ShapIQ, "shapley", 0.05),
+    (ShapIQ, (4, 1), 0.05),
+    (KernelSHAPUnbiased, "shapley", 0.05),
+    (MSR, 0.3, 0.05),
+    (MSR, 0.5, 0.05),
+    (MSRProb, (2, 2), 0.08),
+    (AME, 0.5, 0.08),
+    (AME, (16, 4), 0.2),
+    (OFA, "shapley", 0.05),
+    (OFA, (1, 16), 0.05),
+    (PermutationSampling, "shapley", 0.05),
+]
+
+
+@pytest.mark.parametrize(("cls", "sv", "tol"), CASES, ids=lambda c: getattr(c, "__name__", str(c)))
+def test_baselines_converge_to_the_exact_value(game, cls, sv, tol):
+    truth = exact_semivalue(game, N, sv)
+    result = cls(N, sv, random_state=0, batch_size=5000).approximate(30_000, game)
+    assert rel_error(result.values, truth) < tol
+
+
+@pytest.mark.parametrize(
+    ("cls", "sv"),
+    [
+        (ShapIQ, 0.3),
+        (KernelSHAPUnbiased, "shapley"),
+        (MSR, 0.4),
+        (MSRProb, "shapley"),
+        (AME, 0.6),
+        (OFA, (4, 1)),
+    ],
+)
+@pytest.mark.parametrize("budget", [10, 123])
+def test_baselines_spend_the_budget_exactly(game, cls, sv, budget):
+    rows = []
+    result = cls(N, sv, random_state=0, batch_size=50).approximate(
+        budget, lambda m: rows.append(m.shape[0]) or game(m)
+    )
+    assert sum(rows) == result.n_queries == budget
+
+
+def test_permutation_sampling_spends_whole_permutations(game):
+    rows = []
+    est = PermutationSampling(N, random_state=0, batch_size=10)
+    result = est.approximate(100, lambda m: rows.append(m.shape[0]) or game(m))
+    # 2 extremes + 14 permutations of n - 1 = 7 queries; the last 0 queries are not enough for one
+    assert sum(rows) == result.n_queries == 2 + 14 * 7
+    assert est.min_budget == N + 1
+
+
+def test_permutation_sampling_is_efficient_and_exact_on_additive_games(game):
+    phi = PermutationSampling(N, random_state=3).approximate(2 + 5 * (N - 1), game).values
+    assert np.isclose(phi.sum(), game.values[-1] - game.values[0], rtol=1e-12)
+    v = np.arange(N, dtype=float)
+    one = PermutationSampling(N, random_state=3).approximate(N + 1, lambda m: m @ v + 2.0)
+    np.testing.assert_allclose(one.values, v, atol=1e-12)
+
+
+def test_ame_is_unbiased_for_banzhaf(game):
+    truth = exact_semivalue(game, N, 0.5)
+    runs = np.array([AME(N, 0.5, random_state=s).approximate(40, game).values for s in range(600)])
+    z = (runs.mean(0) - truth) / (runs.std(0, ddof=1) / np.sqrt(len(runs)))
+    assert np.max(np.abs(z)) < 4.5
+
+
+@pytest.mark.parametrize(
+    ("est", "match"),
+    [
+        (MSR(N, "shapley"), "MSR is defined for the banzhaf value only"),
+        (PermutationSampling(N, 0.5), "permutation sampling is defined for the shapley value"),
+        (KernelSHAPUnbiased(N, (4, 1)), "unbiased KernelSHAP is defined for the shapley value"),
+    ],
+)
+def test_baselines_refuse_other_semivalues(game, est, match):
+    with pytest.raises(ValueError, match=match):
+        est.approximate(100, game)
