@@ -95,3 +95,57 @@ def test_padded_logit_rows_get_zero_probability(model):
     lp = lm.logprobs([0, 2])
     assert lp.shape == (V,) and torch.isinf(lp[-2:]).all()
     assert torch.exp(lp).sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_logits_processor_makes_the_samplers_choices(model):
+    """Driven with the sampler's uniforms, the processor reproduces CARSSampler token for token."""
+    import numpy as np
+    from cars_sampling import invariant_error
+    from cars_sampling.processor import CARSLogitsProcessor
+    from cars_sampling.trie import draw
+
+    n, prompt = 6, [0]
+    lm = TransformersLM(model)
+    expected = CARSSampler(lm, constraint(), max_new_tokens=n, seed=7).sample(
+        prompt, n_samples=1000, max_attempts=30
+    )
+    proc = CARSLogitsProcessor(constraint())
+    rng = np.random.default_rng(7)
+    got, history = [], []
+    for _ in range(30):
+        proc.begin(len(prompt))
+        ids = list(prompt)
+        while True:
+            out = proc(torch.tensor([ids]), lm.logprobs(ids)[None])
+            if proc.attempt_failed:
+                break
+            tok = draw(torch.exp(out[0].double()), float(rng.random()))
+            ids.append(tok)
+            if tok == EOS or len(ids) - len(prompt) == n:
+                break
+        ok = proc.finish(ids)
+        history.append(ok)
+        if ok:
+            got.append([t for t in ids[len(prompt) :] if t != EOS])
+        assert invariant_error(proc.trie) < 1e-12
+    assert history == expected.acceptance_history
+    assert got == expected.token_ids
+
+
+def test_logits_processor_runs_inside_generate(model):
+    from cars_sampling.processor import CARSLogitsProcessor, generate_kwargs
+
+    c = constraint()
+    proc = CARSLogitsProcessor(c)
+    prompt = torch.tensor([[0]])
+    torch.manual_seed(0)
+    for _ in range(6):
+        proc.begin(prompt.shape[1])
+        out = model.generate(prompt, logits_processor=[proc], **generate_kwargs(4, [EOS]))
+        if proc.finish(out):
+            c.reset()
+            assert all(c.advance(t) for t in out[0, 1:].tolist())
+    assert proc.attempts == 6 and proc.trie.n_nodes > 1
+    with pytest.raises(ValueError, match="batch size above one"):
+        proc.begin(1)
+        proc(torch.zeros(2, 1, dtype=torch.long), torch.zeros(2, V))
