@@ -1,6 +1,6 @@
-from prism_matfn.reproduce import main
-
 from shared_core.report import Report
+
+from prism_matfn.reproduce import iterations_to, main
 
 
 def test_reproduce_smoke_writes_a_report(tmp_path):
@@ -8,3 +8,13 @@ def test_reproduce_smoke_writes_a_report(tmp_path):
     report = Report.load(tmp_path)
     assert report.package == "prism-matfn"
     assert (tmp_path / "report.md").exists()
+    assert len(report.claims) == 10
+    assert all(isinstance(c.held, bool) for c in report.claims)
+    assert {f.name for f in report.figures} == {"polar_residuals", "training_curves"}
+    rows = report.tables["Polar: iterations to RMS residual (float64)"]
+    assert {r["method"] for r in rows} >= {"NS5", "PolarExpress", "PRISM5"}
+
+
+def test_iterations_to_tolerance():
+    assert iterations_to([1.0, 0.1, 1e-3, 1e-7], 1e-2) == 2
+    assert iterations_to([1.0, 0.1], 1e-2) is None

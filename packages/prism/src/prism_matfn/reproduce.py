@@ -1,17 +1,268 @@
-"""Reproduce the paper's claims at CPU scale: ``python -m prism_matfn.reproduce [--quick|--full]``."""
+"""Reproduce the paper's claims at CPU scale: ``python -m prism_matfn.reproduce [--quick|--full]``.
+
+1. Polar factor: residual-versus-iteration and iterations to RMS residual 1e-2 / 1e-6 for NS5, Muon,
+   Polar Express, PRISM3, PRISM5 (sketch and exact) on Gaussian, Student-t, log-uniform and heavy-tailed
+   spectra at several aspect ratios (float64, so the tolerances measure the method, not round-off).
+2. Coupled square root of SPD matrices: NS5 (α = 3/8) vs PRISM5.
+3. Training on digits: AdamW vs Muon vs PrismMuon (MLP); Shampoo with eigh vs PRISM roots (CNN).
+
+Every claim's ``held`` is computed from these runs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from shared_core.cli import ReproduceArgs, reproduce_main
-from shared_core.report import Report
+import torch
+
+from prism_matfn import baselines
+from prism_matfn.matfn import polar, sqrtm_and_inv
+from prism_matfn.spectra import spd_matrix, spectrum_matrix
+from shared_core.cli import ReproduceArgs, progress, reproduce_main
+from shared_core.device import num_threads
+from shared_core.report import Report, subplots
+
+TOLERANCES = (1e-2, 1e-6)
+
+POLAR_METHODS: dict[str, Callable[[torch.Tensor, int], Any]] = {
+    "NS5": lambda G, k: baselines.newton_schulz(G, k, "quintic", return_info=True),
+    "Muon": lambda G, k: baselines.newton_schulz(G, k, "muon", return_info=True),
+    "PolarExpress": lambda G, k: baselines.polar_express(G, k, return_info=True),
+    "PRISM3": lambda G, k: polar(G, steps=k, degree=3, return_info=True),
+    "PRISM5": lambda G, k: polar(G, steps=k, degree=5, return_info=True),
+    "PRISM5-exact": lambda G, k: polar(G, steps=k, degree=5, fit="exact", return_info=True),
+}
+
+
+def polar_cases(args: ReproduceArgs) -> list[dict[str, Any]]:
+    """(spectrum, m, n, options, well_conditioned_rectangular) for this run's size."""
+    size = args.pick(
+        smoke={"g": [(96, 24), (48, 48)], "t": (96, 24), "lu": (48, 24), "h": (48, 24)},
+        quick={"g": [(1024, 256), (2048, 128), (384, 384)], "t": (1024, 256), "lu": (512, 256),
+               "h": (512, 256)},
+        full={"g": [(2048, 512), (4096, 128), (1024, 1024)], "t": (2048, 512), "lu": (1024, 512),
+              "h": (2048, 1024)},
+    )  # fmt: skip
+    cases = [
+        {"spectrum": "gaussian", "m": m, "n": n, "opts": {}, "easy": m > n} for m, n in size["g"]
+    ]
+    cases.append({"spectrum": "student_t", "m": size["t"][0], "n": size["t"][1], "opts": {},
+                  "easy": True})  # fmt: skip
+    cases.append({"spectrum": "log_uniform", "m": size["lu"][0], "n": size["lu"][1],
+                  "opts": {"lower": 1e-3}, "easy": False})  # fmt: skip
+    for kappa in args.pick(smoke=(0.1,), quick=(0.1, 0.5, 100.0), full=(0.1, 0.5, 100.0)):
+        cases.append({"spectrum": "htmp", "m": size["h"][0], "n": size["h"][1],
+                      "opts": {"kappa": kappa}, "easy": False})  # fmt: skip
+    for case in cases:
+        extra = ",".join(f"{k}={v}" for k, v in case["opts"].items())
+        case["name"] = (
+            f"{case['spectrum']}{'(' + extra + ')' if extra else ''} {case['m']}x{case['n']}"
+        )
+    return cases
+
+
+def iterations_to(history: Sequence[float], tol: float) -> int | None:
+    """First iteration count whose RMS residual is ≤ ``tol`` (None: never, within the run)."""
+    return next((k for k, r in enumerate(history) if r <= tol), None)
+
+
+def run_polar_case(case: dict[str, Any], steps: int, seed: int) -> dict[str, list[float]]:
+    G = spectrum_matrix(case["spectrum"], case["m"], case["n"], seed=seed, **case["opts"])
+    return {name: fn(G, steps)[1].residual_rms.tolist() for name, fn in POLAR_METHODS.items()}
+
+
+def run_sqrt_case(name: str, n: int, steps: int, seed: int) -> dict[str, Any]:
+    spectrum, lower = {"log-uniform [1e-4,1]": ("log_uniform", 1e-4),
+                       "log-uniform [1e-6,1]": ("log_uniform", 1e-6),
+                       "Marchenko-Pastur": ("wishart", 0.0)}[name]  # fmt: skip
+    A = spd_matrix(spectrum, n, seed=seed, lower=lower)
+    exact = baselines.eigh_inv_root(A, -2)
+    out = {}
+    for method, opts in (("NS5", {"fit": "fixed", "alpha": 0.375}), ("PRISM5", {})):
+        Y, _, info = sqrtm_and_inv(A, steps=steps, tol=1e-6, return_info=True, **opts)
+        rel = float(torch.linalg.matrix_norm(Y - exact) / torch.linalg.matrix_norm(exact))
+        out[method] = {"rms": info.residual_rms.tolist(), "iterations": info.iterations,
+                       "relative_error": rel}  # fmt: skip
+    return out
+
+
+def _fmt_iters(k: int | None, steps: int) -> str:
+    return f">{steps}" if k is None else str(k)
+
+
+def _as_number(k: int | None, steps: int) -> float:
+    return math.inf if k is None else float(k)
+
+
+def polar_section(report: Report, args: ReproduceArgs) -> None:
+    steps = args.pick(smoke=12, quick=30, full=40)
+    cases = polar_cases(args)
+    results = {}
+    for case in progress(cases, desc="polar cases"):
+        results[case["name"]] = report.cached(
+            f"polar-{case['name']}", lambda c=case: run_polar_case(c, steps, args.seed)
+        )
+    rows, residual_rows = [], []
+    for case in cases:
+        res = results[case["name"]]
+        for method, hist in res.items():
+            row = {"case": case["name"], "method": method}
+            for tol in TOLERANCES:
+                row[f"iters to {tol:g}"] = _fmt_iters(iterations_to(hist, tol), steps)
+            rows.append(row)
+            residual_rows.append({"case": case["name"], "method": method,
+                                  **{f"k={k}": hist[k] for k in (3, 5, 8) if k < len(hist)}})  # fmt: skip
+    report.table("Polar: iterations to RMS residual (float64)", rows)
+    report.table("Polar: RMS residual sqrt(mean((1-s^2)^2)) after k iterations", residual_rows)
+
+    def count(case: dict[str, Any], method: str, tol: float) -> float:
+        return _as_number(iterations_to(results[case["name"]][method], tol), steps)
+
+    def versus(
+        method: str, baseline: str, subset: list[dict[str, Any]]
+    ) -> tuple[bool, float, float, list[str]]:
+        pairs = [
+            (count(c, method, t), count(c, baseline, t), c["name"], t)
+            for c in subset
+            for t in TOLERANCES
+        ]
+        failed = [f"{name} @ {t:g}: {a:g} vs {b:g}" for a, b, name, t in pairs if a > b]
+        finite = [(a, b) for a, b, _, _ in pairs if math.isfinite(a) and math.isfinite(b)]
+        return not failed, sum(a for a, _ in finite), sum(b for _, b in finite), failed
+
+    held, ours, base, failed = versus("PRISM5", "NS5", cases)
+    report.claim(
+        "PRISM5 needs no more iterations than NS5 on every case", "total iterations to 1e-2 and 1e-6",
+        ours, base, direction="lower", baseline_name="NS5", held=held,
+        note="; ".join(failed) or f"held on all {len(cases)} cases at both tolerances",
+    )  # fmt: skip
+    easy = [c for c in cases if c["easy"]]
+    held, ours, base, failed = versus("PRISM5", "PolarExpress", easy)
+    report.claim(
+        "PRISM5 beats Polar Express on well-conditioned rectangular cases",
+        "total iterations to 1e-2 and 1e-6 (Gaussian/Student-t, m > n)", ours, base,
+        direction="lower", baseline_name="PolarExpress", held=held,
+        note="; ".join(failed) or f"held on {len(easy)} cases",
+    )  # fmt: skip
+    hard = [c for c in cases if not c["easy"]]
+    held, ours, base, failed = versus("PRISM5", "PolarExpress", hard)
+    report.claim(
+        "PRISM5 vs Polar Express where many singular values are tiny (square, log-uniform, HTMP)",
+        "total iterations to 1e-2 and 1e-6", ours, base, direction="lower",
+        baseline_name="PolarExpress", held=held,
+        note=("Polar Express leads: " + "; ".join(failed)) if failed else "PRISM5 not behind here",
+    )  # fmt: skip
+    k5 = [(results[c["name"]]["PRISM5"][5], results[c["name"]]["NS5"][5]) for c in easy]
+    report.claim(
+        "PRISM5 residual at k=5 far below NS5 on well-conditioned rectangular cases",
+        "geometric mean RMS residual at k=5", math.prod(a for a, _ in k5) ** (1 / len(k5)),
+        math.prod(b for _, b in k5) ** (1 / len(k5)), direction="lower", baseline_name="NS5",
+        held=all(a < 1e-2 * b for a, b in k5), note="held means ≥ 100× lower on every such case",
+    )  # fmt: skip
+    diffs = [abs(count(c, "PRISM5", t) - count(c, "PRISM5-exact", t)) for c in cases for t in TOLERANCES
+             if math.isfinite(count(c, "PRISM5", t)) and math.isfinite(count(c, "PRISM5-exact", t))]  # fmt: skip
+    report.claim(
+        "sketched α (p=8) converges as fast as the exact fit", "max |Δ iterations| over cases",
+        max(diffs, default=0.0), 0.0, direction="close", tolerance=1.0, baseline_name="exact fit",
+    )  # fmt: skip
+    cols = 4
+    rows_n = math.ceil(len(cases) / cols)
+    fig, axes = subplots(rows_n, cols, figsize=(4 * cols, 3 * rows_n), squeeze=False)
+    for ax, case in zip(axes.flat, cases, strict=False):
+        for method, hist in results[case["name"]].items():
+            ax.semilogy([max(h, 1e-17) for h in hist], label=method)
+        ax.set_title(case["name"], fontsize=8)
+        ax.set_xlabel("iteration")
+    for ax in list(axes.flat)[len(cases) :]:
+        ax.axis("off")
+    axes.flat[0].set_ylabel("RMS residual")
+    axes.flat[0].legend(fontsize=7)
+    report.figure("polar_residuals", fig, "RMS residual of I − XᵀX per iteration (float64)")
+
+
+def sqrt_section(report: Report, args: ReproduceArgs) -> None:
+    n = args.pick(smoke=24, quick=128, full=256)
+    steps = args.pick(smoke=30, quick=40, full=40)
+    rows, wins = [], []
+    for name in ("log-uniform [1e-4,1]", "log-uniform [1e-6,1]", "Marchenko-Pastur"):
+        res = report.cached(
+            f"sqrt-{name}-{n}", lambda nm=name: run_sqrt_case(nm, n, steps, args.seed)
+        )
+        for method in ("NS5", "PRISM5"):
+            rows.append({"spectrum": name, "n": n, "method": method,
+                         "iters to RMS 1e-6": res[method]["iterations"],
+                         "relative error of sqrt": res[method]["relative_error"]})  # fmt: skip
+        wins.append((res["PRISM5"]["iterations"], res["NS5"]["iterations"]))
+    report.table("Coupled square root (I − ZY residual)", rows)
+    report.claim(
+        "PRISM5 coupled sqrt needs fewer iterations than NS5", "total iterations to RMS 1e-6",
+        sum(a for a, _ in wins), sum(b for _, b in wins), direction="lower", baseline_name="NS5",
+        held=all(a < b for a, b in wins), note="held means fewer on every spectrum",
+    )  # fmt: skip
+
+
+def training_section(report: Report, args: ReproduceArgs) -> None:
+    from prism_matfn.training import muon_comparison, shampoo_comparison
+
+    steps = args.pick(smoke=6, quick=300, full=1500)
+    muon = report.cached(f"train-muon-{steps}", lambda: muon_comparison(steps, args.seed))
+    shampoo = report.cached(f"train-shampoo-{steps}", lambda: shampoo_comparison(steps, args.seed))
+    window = max(1, steps // 10)
+    rows = []
+    for name, run in {**muon, **shampoo}.items():
+        rows.append({"optimizer": name, "steps": steps,
+                     f"train loss (mean of last {window})": sum(run["losses"][-window:]) / window,
+                     "test accuracy": run["test_accuracy"], "optimizer time (s)": run["optimizer_s"]})  # fmt: skip
+    report.table("Training on digits (CPU)", rows)
+    final = {r["optimizer"]: r for r in rows}
+    key = f"train loss (mean of last {window})"
+    report.claim(
+        "PrismMuon trains the MLP at least as well as Muon", "final train loss",
+        final["PrismMuon"][key], final["Muon"][key], direction="lower", baseline_name="Muon",
+        tolerance=0.01, settings={"steps": steps},
+    )  # fmt: skip
+    report.claim(
+        "PrismMuon beats AdamW", "final train loss", final["PrismMuon"][key], final["AdamW"][key],
+        direction="lower", baseline_name="AdamW", settings={"steps": steps},
+    )  # fmt: skip
+    report.claim(
+        "Shampoo with 5 PRISM iterations matches eigh roots", "test accuracy",
+        final["Shampoo-PRISM"]["test accuracy"], final["Shampoo-eigh"]["test accuracy"],
+        direction="higher", tolerance=0.02, baseline_name="Shampoo-eigh", settings={"steps": steps},
+    )  # fmt: skip
+    report.claim(
+        "Shampoo with PRISM roots no slower than eigh (optimizer wall-clock)", "optimizer seconds",
+        final["Shampoo-PRISM"]["optimizer time (s)"], final["Shampoo-eigh"]["optimizer time (s)"],
+        direction="lower", baseline_name="Shampoo-eigh",
+        note="CPU, factors ≤ 144×144: LAPACK eigh is cheap at this size; the paper's claim is on GPU",
+    )  # fmt: skip
+    fig, axes = subplots(1, 2, figsize=(10, 3.5))
+    for ax, runs in zip(axes, (muon, shampoo), strict=True):
+        for name, run in runs.items():
+            losses = run["losses"]
+            smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
+                      for i in range(len(losses))]  # fmt: skip
+            ax.plot(smooth, label=name)
+        ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.legend()
+    axes[0].set_ylabel("train loss (running mean)")
+    report.figure("training_curves", fig, "Digits: MLP (left) and CNN with Shampoo (right)")
 
 
 def run(args: ReproduceArgs) -> Report:
     report = Report(
-        "prism-matfn", "TODO: the paper's title", args.out, {"size": args.size, "seed": args.seed}
+        "prism-matfn",
+        "PRISM: Distribution-free Adaptive Computation of Matrix Functions (CPU reproduction)",
+        args.out,
+        {"size": args.size, "seed": args.seed},
     )
+    with num_threads(1):
+        polar_section(report, args)
+        sqrt_section(report, args)
+        training_section(report, args)
     return report
 
 
