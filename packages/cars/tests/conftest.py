@@ -33,3 +33,29 @@ def sparse_toy():
     lm = ToyLM(4, EOS, seed=3, eos_bias=-1.0)
     constraint = DFAConstraint.from_regex("a(bc|cb)*b?c", VOCAB, EOS)
     return lm, constraint, 7
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer():
+    """A byte-level BPE (vocab 300) trained in memory on grammar-like text, with an EOS token."""
+    pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<|pad|>", "<|eos|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    corpus = ['{"name": "ab", "age": 12}', "(bvand x #x0f)", "SELECT a, b FROM t WHERE a = 3;"] * 50
+    tok.train_from_iterator(corpus, trainer=trainer)
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|eos|>",
+        pad_token="<|pad|>",
+        clean_up_tokenization_spaces=False,
+    )
