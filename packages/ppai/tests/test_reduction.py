@@ -5,6 +5,16 @@ import ppai
 import pytest
 
 
+@pytest.fixture
+def ppi_py(monkeypatch):
+    """ppi_py with its numba-jitted helpers replaced by their Python originals: compiling them takes
+    tens of seconds, longer than running them on these small samples."""
+    module = pytest.importorskip("ppi_py")
+    for name in ("_ols_get_stats", "_logistic_get_stats"):
+        monkeypatch.setattr(module.ppi, name, getattr(module.ppi, name).py_func)
+    return module
+
+
 def test_mean_reduces_to_ppi_plus_plus_closed_forms(make_iid):
     d = make_iid(0)
     Y, f, f_u, T, N = d["Y"], d["f"], d["f_u"], len(d["Y"]), len(d["f_u"])
@@ -20,8 +30,8 @@ def test_mean_reduces_to_ppi_plus_plus_closed_forms(make_iid):
     assert fit.se_[0] == pytest.approx(np.sqrt(var), rel=1e-10)
 
 
-def test_matches_ppi_py_at_fixed_lambda(make_iid):
-    ppi_py = pytest.importorskip("ppi_py")
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # sklearn's, from inside ppi_py
+def test_matches_ppi_py_at_fixed_lambda(make_iid, ppi_py):
     d = make_iid(1)
     X, Y, f, X_u, f_u, A, pi = (d[k] for k in ("X", "Y", "f", "X_u", "f_u", "A", "pi"))
     ones, ones_u = np.ones((len(Y), 1)), np.ones((len(f_u), 1))
@@ -49,10 +59,9 @@ def test_matches_ppi_py_at_fixed_lambda(make_iid):
     np.testing.assert_allclose(np.ravel(ours), np.ravel(ref), rtol=1e-10)
 
 
-def test_close_to_ppi_py_where_the_plug_ins_differ(make_iid):
+def test_close_to_ppi_py_where_the_plug_ins_differ(make_iid, ppi_py):
     """Tuned λ (ppi_py pools the two prediction samples' variance) and OLS at λ > 0 (ppi_py sums two
     separate regressions; PPAI solves the joint equation): equal to first order, not to round-off."""
-    ppi_py = pytest.importorskip("ppi_py")
     d = make_iid(3, n=2000, N=10000)
     X, Y, f, X_u, f_u, A, pi = (d[k] for k in ("X", "Y", "f", "X_u", "f_u", "A", "pi"))
     lo, hi = ppai.ppai_mean_ci(Y, A, pi, f, f_u, arm=0, alpha=0.1)

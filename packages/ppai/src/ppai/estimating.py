@@ -150,7 +150,7 @@ def _block_stats(problem: ZProblem, block: Block, theta: Array, pooled_jacobian:
     a = w[:, None] * problem.psi(theta, X, block.Y)
     psi_f = problem.psi(theta, X, block.f)
     d = a.shape[1]
-    if block.f_u:
+    if block.n_unlabeled:
         psi_u = sum(
             nu[:, None] * problem.psi(theta, block.X_u, f)
             for f, nu in zip(block.f_u, block.nu_u, strict=True)
@@ -163,7 +163,7 @@ def _block_stats(problem: ZProblem, block: Block, theta: Array, pooled_jacobian:
     # Square-root stabilised weights: the rectifier's influence is w_t (ψ^f_t − ψ̃̄), see weighting.py.
     b = w[:, None] * (psi_f - psi_u_mean if block.centre else psi_f)
     H_L = problem.jacobian(theta, X, block.Y, w)
-    if pooled_jacobian and block.f_u and not getattr(problem, "jacobian_uses_y", True):
+    if pooled_jacobian and block.n_unlabeled and not getattr(problem, "jacobian_uses_y", True):
         # ∂ψ does not involve y: estimate the population Jacobian on all T + N contexts (as PPI++).
         H_U = sum(
             problem.jacobian(theta, block.X_u, f, block.s * nu)

@@ -45,18 +45,16 @@ def fit_blocks(
     cuts = np.cumsum([0, *dims])
     zero = np.zeros(D)
     pilot = [solve(problem, b, zero[:d]) for b, d in zip(blocks, dims, strict=True)]
-    if lam is None:
-        if coord is not None and not 0 <= coord < D:
-            raise ValueError(f"coord must index a coordinate of θ in [0, {D}), got {coord}")
-        lam_v = tune_lambda(
-            score_stats(problem, blocks, pilot, pooled_jacobian=True), lam_mode, coord, clip_lam
-        )
-    else:
-        lam_v = lam_vector(lam, D)
-    if np.any(lam_v != 0) and any(b.n_unlabeled < 2 for b in blocks):
+    lam_v = None if lam is None else lam_vector(lam, D)
+    if (lam_v is None or np.any(lam_v != 0)) and any(b.n_unlabeled < 2 for b in blocks):
         raise ValueError(
             "PPAI needs at least 2 unlabeled contexts; pass lam=0 for the labeled-only estimator"
         )
+    if lam_v is None:
+        if coord is not None and not 0 <= coord < D:
+            raise ValueError(f"coord must index a coordinate of θ in [0, {D}), got {coord}")
+        stats = score_stats(problem, blocks, pilot, pooled_jacobian=True)
+        lam_v = tune_lambda(stats, lam_mode, coord, clip_lam)
     thetas = [
         solve(problem, b, lam_v[cuts[i] : cuts[i + 1]], theta0=pilot[i])
         for i, b in enumerate(blocks)

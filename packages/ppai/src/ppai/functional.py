@@ -243,10 +243,9 @@ def ppai_quantile_ci(
 
 def ipw_ci(problem, X, Y, A, propensity, *, arm, alpha=0.05, **kw) -> tuple[Any, Any]:
     """Baseline: labeled-only IPW Z-estimation (λ = 0; predictions unused)."""
-    T = np.shape(Y)[0]
-    est = PPAI(problem, target_arm=arm, lam=0.0, **kw).fit(
-        X, A, Y, propensity, np.zeros(T), X, np.zeros(T)
-    )
+    X_pool = None if X is None else np.asarray(X)[:0]
+    est = PPAI(problem, target_arm=arm, lam=0.0, **kw)
+    est.fit(X, A, Y, propensity, np.zeros(np.shape(Y)[0]), X_pool, np.zeros(0))
     return _ci(est, alpha, "two-sided")
 
 

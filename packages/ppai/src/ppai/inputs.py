@@ -132,15 +132,22 @@ def check_data(
     if X_ is not None and X_u is not None and X_.shape[1] != X_u.shape[1]:
         raise ValueError(f"X has {X_.shape[1]} columns but X_unlabeled has {X_u.shape[1]}")
 
-    widths = [m.shape[1] for m in (P, F, F_u) if m.ndim == 2]
-    K = max([n_arms or 0, int(A_.max()) + 1, *(a + 1 for a in target_arms), *widths])
-    if n_arms is not None and n_arms < K:
-        raise ValueError(f"n_arms={n_arms} but the data or targets use arm index {K - 1}")
-    for name, m in (("propensity", P), ("pred_labeled", F), ("pred_unlabeled", F_u)):
-        if m.ndim == 2 and m.shape[1] != K:
-            raise ValueError(f"{name} has {m.shape[1]} columns but there are {K} arms")
-    if A_.min() < 0:
-        raise ValueError(f"arm indices must lie in [0, {K}), got {int(A_.min())}")
+    widths = {m.shape[1] for m in (P, F, F_u) if m.ndim == 2}
+    if len(widths) > 1:
+        raise ValueError(
+            f"propensity, pred_labeled and pred_unlabeled give different numbers of arms: {sorted(widths)}"
+        )
+    K = (
+        widths.pop()
+        if widths
+        else n_arms or max([int(A_.max()) + 1, *(a + 1 for a in target_arms)])
+    )
+    if n_arms is not None and n_arms != K:
+        raise ValueError(f"n_arms={n_arms} but the arrays have {K} columns, one per arm")
+    bad_arm = (A_ < 0) | (A_ >= K)
+    if bad_arm.any():
+        i = int(np.argmax(bad_arm))
+        raise ValueError(f"arm index out of range [0, {K}): A[{i}] = {int(A_[i])}")
     for a in target_arms:
         if not 0 <= a < K:
             raise ValueError(f"target arm {a} is out of range [0, {K})")

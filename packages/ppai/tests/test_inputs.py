@@ -1,0 +1,130 @@
+"""Bad input fails early, naming the argument and what was expected."""
+
+import numpy as np
+import ppai
+import pytest
+
+
+@pytest.fixture
+def d(make_bandit):
+    return make_bandit(0, T=200, N=500)
+
+
+def fit(d, problem="mean", arm=1, **kw):
+    return ppai.PPAI(problem, target_arm=arm, **kw).fit(
+        d["X"],
+        d["A"],
+        d["Y"],
+        d["propensity"],
+        d["pred_labeled"],
+        d["X_unlabeled"],
+        d["pred_unlabeled"],
+    )
+
+
+def test_propensities_outside_zero_one(d):
+    chosen = d["propensity"][np.arange(len(d["A"])), d["A"]]
+    for bad in (0.0, 1.5, -0.1):
+        p = chosen.copy()
+        p[7] = bad
+        with pytest.raises(ValueError, match=r"propensities must lie in \(0, 1\].*round 7"):
+            fit(dict(d, propensity=p))
+
+
+def test_propensities_below_the_floor_warn_with_the_count(d):
+    chosen = d["propensity"][np.arange(len(d["A"])), d["A"]].copy()
+    chosen[:3] = 1e-4
+    with pytest.warns(UserWarning, match="3 propensities are below the floor"):
+        fit(dict(d, propensity=chosen))
+
+
+def test_propensity_matrix_rows_must_sum_to_one(d):
+    P = d["propensity"].copy()
+    P[4] = [0.5, 0.6]
+    with pytest.raises(ValueError, match="row 4 sums to"):
+        fit(dict(d, propensity=P))
+
+
+def test_mismatched_lengths(d):
+    with pytest.raises(ValueError, match="Y has 200 rows, pred_labeled has 199"):
+        fit(dict(d, pred_labeled=d["pred_labeled"][:-1]))
+    with pytest.raises(ValueError, match="X_unlabeled has 499 rows but pred_unlabeled has 500"):
+        fit(dict(d, X_unlabeled=d["X_unlabeled"][:-1]), problem="ols")
+
+
+@pytest.mark.parametrize("key", ["Y", "pred_labeled", "pred_unlabeled", "propensity"])
+def test_nan(d, key):
+    bad = d[key].copy()
+    bad.flat[3] = np.nan
+    with pytest.raises(ValueError, match=f"{key} has 1 NaN"):
+        fit(dict(d, **{key: bad}))
+
+
+def test_arm_index_out_of_range(d):
+    A = d["A"].copy()
+    A[5] = 2
+    with pytest.raises(ValueError, match=r"arm index out of range \[0, 2\): A\[5\] = 2"):
+        fit(dict(d, A=A))
+    with pytest.raises(ValueError, match="target arm 3 is out of range"):
+        fit(d, arm=3)
+
+
+def test_arm_never_played(d):
+    T = len(d["Y"])
+    with pytest.raises(ValueError, match="no labeled samples for arm 1"):
+        fit(dict(d, A=np.zeros(T, int)))
+
+
+def test_singular_jacobian_names_the_problem(d):
+    X = np.c_[d["X"], d["X"][:, 0]]  # a duplicated column
+    X_u = np.c_[d["X_unlabeled"], d["X_unlabeled"][:, 0]]
+    with pytest.raises(ValueError, match=r"ols estimating equation is singular.*collinear"):
+        fit(dict(d, X=X, X_unlabeled=X_u), problem="ols")
+    with pytest.raises(ValueError, match="logistic estimating equation is singular"):
+        Yb = (d["Y"] > 0).astype(float)
+        fit(
+            dict(
+                d,
+                X=X,
+                X_unlabeled=X_u,
+                Y=Yb,
+                pred_labeled=(d["pred_labeled"] > 0) * 1.0,
+                pred_unlabeled=(d["pred_unlabeled"] > 0) * 1.0,
+            ),
+            problem="logistic",
+        )
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.5, 2.0])
+def test_alpha_outside_zero_one(d, alpha):
+    with pytest.raises(ValueError, match="alpha must lie in"):
+        fit(d, alpha=alpha)
+    est = fit(d)
+    with pytest.raises(ValueError, match="alpha must lie in"):
+        est.conf_int(alpha)
+
+
+def test_parameters(d):
+    with pytest.raises(ValueError, match=r"lam=1.5 lies outside \[0, 1\] while clip_lam=True"):
+        fit(d, lam=1.5)
+    assert fit(d, lam=1.5, clip_lam=False).lam_ == 1.5
+    with pytest.raises(ValueError, match="exactly one of target_arm and target_policy"):
+        ppai.PPAI("mean").fit(
+            None, d["A"], d["Y"], d["propensity"], d["pred_labeled"], None, d["pred_unlabeled"]
+        )
+    with pytest.raises(ValueError, match="problem must be one of"):
+        fit(d, problem="poisson")
+    with pytest.raises(TypeError, match="is not a ZProblem"):
+        fit(d, problem=object())
+    with pytest.raises(ValueError, match="weighting must be one of"):
+        fit(d, weighting="aipw")
+    with pytest.raises(ValueError, match="binary outcomes"):
+        fit(d, problem="logistic")
+    with pytest.raises(ValueError, match="at least 2 unlabeled"):
+        fit(dict(d, pred_unlabeled=d["pred_unlabeled"][:0], X_unlabeled=d["X_unlabeled"][:0]))
+    with pytest.raises(ValueError, match="only enough for one target arm"):
+        fit(dict(d, pred_unlabeled=d["pred_unlabeled"][:, 1]), arm=[0, 1])
+    with pytest.raises(RuntimeError, match="not fitted"):
+        ppai.PPAI().conf_int()
+    with pytest.raises(ValueError, match="q must lie in"):
+        fit(d, problem="quantile", q=1.0)
