@@ -208,8 +208,8 @@ class DataValuationGame(Game):
 
     ``model`` is a scikit-learn estimator (cloned for every coalition). ``scoring`` is ``None``
     (``model.score``), a scorer name for ``sklearn.metrics.get_scorer`` or a callable
-    ``(fitted, X, y) -> float``. A coalition the model cannot be trained on (the empty one, or a
-    classifier seeing one class) is worth ``default_score``, as in pyDVL. Fitting dominates, so set
+    ``(fitted, X, y) -> float``. A coalition the model cannot be trained or scored on (the empty one, a classifier
+    seeing one class, fewer points than a k-NN's k) is worth ``default_score``, as in pyDVL. Fitting dominates, so set
     ``n_jobs`` to use the machine's cores (or a Dask/Ray joblib backend).
     """
 
@@ -250,14 +250,15 @@ class DataValuationGame(Game):
         fitted = clone(self.model)
         try:
             fitted.fit(self.X_train[mask], self.y_train[mask])
+            if self.scoring is None:
+                return float(fitted.score(self.X_val, self.y_val))
+            if isinstance(self.scoring, str):
+                return float(get_scorer(self.scoring)(fitted, self.X_val, self.y_val))
+            return float(self.scoring(fitted, self.X_val, self.y_val))
         except ValueError:
-            # sklearn raises ValueError on training sets it cannot fit (e.g. a single class).
+            # sklearn raises ValueError on training sets it cannot use (a single class for a
+            # classifier, fewer points than a k-NN's k)
             return self.default_score
-        if self.scoring is None:
-            return float(fitted.score(self.X_val, self.y_val))
-        if isinstance(self.scoring, str):
-            return float(get_scorer(self.scoring)(fitted, self.X_val, self.y_val))
-        return float(self.scoring(fitted, self.X_val, self.y_val))
 
     def value_function(self, masks: np.ndarray) -> np.ndarray:
         return np.array([self._score_one(m) for m in masks], dtype=float)
