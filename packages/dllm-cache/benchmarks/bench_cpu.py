@@ -13,9 +13,9 @@ import argparse
 import json
 
 import torch
-from shared_core.bench import compare
-
 from dllm_cache import DLLMCacheConfig, TinyLLaDA, TinyLLaDAConfig, apply_dllm_cache, generate
+
+from shared_core.bench import compare
 
 
 def main() -> None:
@@ -29,11 +29,17 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     config = TinyLLaDAConfig(
-        vocab_size=1024, d_model=args.width, n_heads=4, n_layers=args.layers, mlp_hidden_size=3 * args.width
+        vocab_size=1024,
+        d_model=args.width,
+        n_heads=4,
+        n_layers=args.layers,
+        mlp_hidden_size=3 * args.width,
     )
     model = TinyLLaDA(config).eval()
     ids = torch.randint(4, 1024, (1, args.prompt))
-    kw = dict(mask_id=config.mask_token_id, gen_length=args.gen, block_length=args.gen, steps=args.gen)
+    kw = dict(
+        mask_id=config.mask_token_id, gen_length=args.gen, block_length=args.gen, steps=args.gen
+    )
     cache_config = DLLMCacheConfig(prompt_interval=100, response_interval=8, transfer_ratio=0.25)
     with apply_dllm_cache(model, cache_config) as handle:
         cmp = compare(

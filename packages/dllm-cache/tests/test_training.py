@@ -1,0 +1,58 @@
+"""Generated tasks and the LLaDA SFT loss."""
+
+import torch
+from dllm_cache import TinyLLaDA
+from dllm_cache.tasks import EOS, MASK, OPS, TaskSpec, exact_match, make_batch
+from dllm_cache.train import EPS, sft_loss, train_tiny_llada
+
+
+def test_tasks_answer_is_the_operation_on_the_query():
+    spec = TaskSpec(digits=5, response_length=8)
+    prompts, answers = make_batch(spec, 64, 3, torch.Generator().manual_seed(0))
+    assert prompts.shape == (64, spec.prompt_length(3)) and answers.shape == (64, 8)
+    assert spec.shots_for(spec.prompt_length(3)) == 3
+    query = prompts[:, -6:-1]
+    reverse = prompts[:, 1] == OPS["reverse"]
+    assert torch.equal(answers[reverse, :5], query[reverse].flip(-1))
+    assert torch.equal(answers[~reverse, :5], query[~reverse])
+    assert (answers[:, 5:] == EOS).all()
+    assert exact_match(answers, answers, 5).all()
+    assert 0 < reverse.sum() < 64
+
+
+class Spy(torch.nn.Module):
+    def __init__(self, vocab):
+        super().__init__()
+        self.vocab, self.inputs = vocab, []
+
+    def forward(self, ids, logits_to_keep=0):
+        self.inputs.append(ids)
+        logits = torch.zeros(*ids[:, -logits_to_keep:].shape, self.vocab, requires_grad=True)
+        return type("Out", (), {"logits": logits})()
+
+
+def test_sft_loss_masks_only_the_answer_and_weights_by_inverse_probability():
+    spec = TaskSpec(digits=4, response_length=6)
+    prompts, answers = make_batch(spec, 4000, 1, torch.Generator().manual_seed(0))
+    spy = Spy(vocab=20)
+    loss = sft_loss(spy, prompts, answers, MASK, torch.Generator().manual_seed(1))
+    seen = spy.inputs[0]
+    assert torch.equal(seen[:, : prompts.shape[1]], prompts)  # the prompt is never masked
+    masked = seen[:, prompts.shape[1] :] == MASK
+    assert 0.45 < masked.float().mean() < 0.55  # E[p] = (1 - ε)/2 + ε
+    # uniform logits: CE = log V per masked token, weighted by 1/p, averaged over B·R
+    g = torch.Generator().manual_seed(1)
+    t = torch.rand(4000, 1, generator=g)
+    p = (1 - EPS) * t + EPS
+    expected = (masked.float() / p).sum() * torch.log(torch.tensor(20.0)) / masked.numel()
+    torch.testing.assert_close(loss, expected)
+
+
+def test_training_runs_and_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADAPTIVE_METHODS_CACHE", str(tmp_path))
+    model, losses = train_tiny_llada(3, size="toy", batch_size=2, max_shots=2)
+    assert isinstance(model, TinyLLaDA) and len(losses) == 3
+    again, losses_again = train_tiny_llada(3, size="toy", batch_size=2, max_shots=2)
+    assert losses_again == losses
+    for a, b in zip(model.parameters(), again.parameters(), strict=True):
+        assert torch.equal(a, b)
