@@ -19,7 +19,7 @@ Options shared by every function (keyword-only):
 - ``alpha`` (None → the upper bound, the author's warm-start value): α of fixed steps; the first
   ``fixed_alpha_steps`` steps are fixed. ``alpha_bounds`` (default ``[1/2, 1]`` / ``[3/8, 29/20]``);
   bounds beyond the convergent range need ``allow_unsafe=True``.
-- ``alpha_solver``: ``"exact"`` (roots of the cubic ``Q'``) or ``"grid"`` (``alpha_grid_points``);
+- ``alpha_solver``: ``"exact"`` (grid + Newton on ``Q'``, to float64 precision) or ``"grid"``;
   both run on the tensor's device without a host synchronisation.
 - ``compute_dtype`` (None: float64 stays, everything else runs in float32), ``check_finite``.
 - ``return_info``: also return :class:`PrismInfo` (α per step, residual history).

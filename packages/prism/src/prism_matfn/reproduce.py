@@ -179,6 +179,7 @@ def polar_section(report: Report, args: ReproduceArgs) -> None:
         ax.axis("off")
     axes.flat[0].set_ylabel("RMS residual")
     axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
     report.figure("polar_residuals", fig, "RMS residual of I − XᵀX per iteration (float64)")
 
 
@@ -249,6 +250,7 @@ def training_section(report: Report, args: ReproduceArgs) -> None:
         ax.set_xlabel("step")
         ax.legend()
     axes[0].set_ylabel("train loss (running mean)")
+    fig.tight_layout()
     report.figure("training_curves", fig, "Digits: MLP (left) and CNN with Shampoo (right)")
 
 
