@@ -2,14 +2,16 @@ import numpy as np
 import pytest
 import torch
 from ppai.sim import EpsilonGreedy, LinearContextualBandit, NoisyOracle, Uniform, simulate
+from threadpoolctl import threadpool_limits
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    # Tiny models run faster on one thread than on two busy cores.
+    # Small arrays run faster on one thread than on two busy cores (BLAS threads spin-wait).
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
+    with threadpool_limits(1):
+        yield
     torch.set_num_threads(previous)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ppai.estimator import PPAI
 from ppai.sim import (
@@ -129,7 +130,7 @@ def _sweep_figure(report: Report, sweep: dict[str, dict[int, dict[str, Any]]], p
 def run(args: ReproduceArgs) -> Report:
     T = args.pick(smoke=200, quick=2000, full=4000)
     N = 5 * T
-    reps = args.pick(smoke=20, quick=300, full=1000)
+    reps = args.pick(smoke=20, quick=500, full=1000)
     policies = args.pick(
         smoke=["ε-greedy 0.1", "Thompson clip 0.05, context-free"],
         quick=list(POLICIES),
@@ -255,7 +256,10 @@ def run(args: ReproduceArgs) -> Report:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return reproduce_main(run, argv, description=__doc__ or "")
+    # Thousands of small fits: a multi-threaded BLAS only adds synchronisation (and on a loaded
+    # machine costs orders of magnitude), so run single-threaded.
+    with threadpool_limits(1):
+        return reproduce_main(run, argv, description=__doc__ or "")
 
 
 if __name__ == "__main__":
