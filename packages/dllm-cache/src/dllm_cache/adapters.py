@@ -11,7 +11,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from dllm_cache.block import BlockParts
 from dllm_cache.flops import BlockDims
@@ -38,7 +38,7 @@ class BlockAdapter:
     blocks_path: str = ""
     block_attrs: tuple[str, ...] = ()
 
-    def missing(self, model: nn.Module) -> list[str]:
+    def missing(self, model: Any) -> list[str]:
         """Attribute names this adapter needs that ``model`` lacks (empty when it fits)."""
         missing = _missing(model, [self.blocks_path])
         if missing:
@@ -48,13 +48,13 @@ class BlockAdapter:
             return [f"{self.blocks_path}[0]"]
         return [f"{self.blocks_path}[i].{a}" for a in _missing(blocks[0], self.block_attrs)]
 
-    def blocks(self, model: nn.Module) -> Sequence[nn.Module]:
+    def blocks(self, model: Any) -> Sequence[Any]:
         return operator.attrgetter(self.blocks_path)(model)
 
-    def check(self, model: nn.Module) -> None:
+    def check(self, model: Any) -> None:
         """Raise when the model cannot run cached (for instance, causal attention)."""
 
-    def parts(self, model: nn.Module, block: nn.Module) -> BlockParts:
+    def parts(self, model: Any, block: Any) -> BlockParts:
         raise NotImplementedError
 
     def hidden_states(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
@@ -62,8 +62,8 @@ class BlockAdapter:
 
     def rotary(
         self,
-        model: nn.Module,
-        block: nn.Module,
+        model: Any,
+        block: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         h: Tensor,
@@ -84,12 +84,12 @@ class LLaDAAdapter(BlockAdapter):
         "ff_norm", "ff_proj", "up_proj", "ff_out", "act", "rotary_emb",
     )  # fmt: skip
 
-    def check(self, model: nn.Module) -> None:
+    def check(self, model: Any) -> None:
         block = self.blocks(model)[0]
         if getattr(block, "q_norm", None) is not None or getattr(block, "k_norm", None) is not None:
             raise NotImplementedError("the llada adapter does not support blocks with QK-norm")
 
-    def parts(self, model: nn.Module, block: nn.Module) -> BlockParts:
+    def parts(self, model: Any, block: Any) -> BlockParts:
         c = model.config
         n_kv = getattr(c, "effective_n_kv_heads", None) or c.n_kv_heads or c.n_heads
 
@@ -111,7 +111,9 @@ class LLaDAAdapter(BlockAdapter):
             dims,
         )
 
-    def rotary(self, model, block, args, kwargs, h):  # type: ignore[no-untyped-def]
+    def rotary(
+        self, model: Any, block: Any, args: tuple[Any, ...], kwargs: dict[str, Any], h: Tensor
+    ) -> tuple[Tensor, Tensor]:
         sin, cos = block.rotary_emb.get_rotary_embedding(h.shape[1], h.device)
         return cos[:, 0], sin[:, 0]
 
@@ -127,7 +129,7 @@ class LlamaAdapter(BlockAdapter):
         "self_attn.o_proj", "post_attention_layernorm", "mlp",
     )  # fmt: skip
 
-    def check(self, model: nn.Module) -> None:
+    def check(self, model: Any) -> None:
         if getattr(model.config, "is_causal", True) is not False:
             raise ValueError(
                 f"{type(model).__name__} runs causal attention; dLLM-Cache needs a bidirectional "
@@ -135,7 +137,7 @@ class LlamaAdapter(BlockAdapter):
                 "with shared_core.models.set_bidirectional)"
             )
 
-    def parts(self, model: nn.Module, block: nn.Module) -> BlockParts:
+    def parts(self, model: Any, block: Any) -> BlockParts:
         c, attn = model.config, block.self_attn
         head_dim = getattr(attn, "head_dim", None) or c.hidden_size // c.num_attention_heads
         n_kv = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
@@ -145,7 +147,9 @@ class LlamaAdapter(BlockAdapter):
             block.post_attention_layernorm, block.mlp, dims,
         )  # fmt: skip
 
-    def rotary(self, model, block, args, kwargs, h):  # type: ignore[no-untyped-def]
+    def rotary(
+        self, model: Any, block: Any, args: tuple[Any, ...], kwargs: dict[str, Any], h: Tensor
+    ) -> tuple[Tensor, Tensor]:
         pe = kwargs.get("position_embeddings")
         if pe is None:
             raise ValueError(f"{type(block).__name__} was called without position_embeddings")
@@ -157,7 +161,7 @@ class DreamAdapter(LlamaAdapter):
 
     name = "dream"
 
-    def check(self, model: nn.Module) -> None:
+    def check(self, model: Any) -> None:
         # Dream's remote code is bidirectional by construction and keeps no is_causal flag.
         return None
 
@@ -180,7 +184,7 @@ for _adapter in (LLaDAAdapter(), LlamaAdapter(), DreamAdapter()):
     register_adapter(_adapter)
 
 
-def resolve_adapter(model: nn.Module, adapter: str | BlockAdapter = "auto") -> BlockAdapter:
+def resolve_adapter(model: Any, adapter: str | BlockAdapter = "auto") -> BlockAdapter:
     """The adapter to use for ``model``; raises naming the missing modules when none fits."""
     if isinstance(adapter, BlockAdapter):
         chosen = adapter

@@ -72,7 +72,7 @@ class DLLMCacheConfig:
 
     def tokens_per_update(self, response_length: int) -> int:
         """``floor(R ρ)``: response rows recomputed per adaptive update (0 when off)."""
-        if not self.adaptive:
+        if self.transfer_ratio is None or not self.adaptive:
             return 0
         # int(R * ρ), as the official code computes it.
         return int(response_length * float(self.transfer_ratio))

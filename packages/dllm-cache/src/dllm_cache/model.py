@@ -9,7 +9,7 @@ on it exactly as on the real checkpoint, and ``save_pretrained``/``from_pretrain
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -63,12 +63,11 @@ class TinyLLaDAConfig(PretrainedConfig):
         self.max_sequence_length = max_sequence_length
         self.init_std = init_std
         self.mask_token_id = mask_token_id
-        super().__init__(
-            pad_token_id=pad_token_id,
-            bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id,
-            **kwargs,
-        )
+        super().__init__(**kwargs)
+        # transformers 5 no longer takes the special ids as named arguments: set them after.
+        self.pad_token_id = pad_token_id
+        self.bos_token_id = bos_token_id
+        self.eos_token_id = eos_token_id
 
     @property
     def effective_n_kv_heads(self) -> int:
@@ -178,7 +177,7 @@ class TinyLLaDA(PreTrainedModel):
 
     config_class = TinyLLaDAConfig
     base_model_prefix = "model"
-    _no_split_modules: ClassVar[list[str]] = ["LLaDALlamaBlock"]
+    _no_split_modules = ["LLaDALlamaBlock"]  # noqa: RUF012 (transformers declares it per instance)
 
     def __init__(self, config: TinyLLaDAConfig) -> None:
         super().__init__(config)

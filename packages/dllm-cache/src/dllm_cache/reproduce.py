@@ -45,7 +45,7 @@ PAPER_HOTPOTQA = 9.1
 
 def _run_arm(
     model: TinyLLaDA, batches: list[tuple[torch.Tensor, torch.Tensor]], config, gen
-) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+) -> dict[str, Any]:
     outs, flops, full = [], 0, 0
     for prompts, _ in batches:
         if config is None:
@@ -74,7 +74,9 @@ def _v_change_correlation(
     finally:
         hook.remove()
     P, L = prompts.shape[1], model.config.n_layers
-    dv, da, df = [], [], []
+    dv: list[torch.Tensor] = []
+    da: list[torch.Tensor] = []
+    df: list[torch.Tensor] = []
     with apply_dllm_cache(model, DLLMCacheConfig(1, 1, 0.0)) as handle:
         handle.cache.reset(P)
         previous = None
@@ -102,7 +104,7 @@ def _analytic_rows() -> list[dict[str, Any]]:
         R, S, _, config = PRESETS[name]
         row: dict[str, Any] = {"setting": name, "P": P, "R": R, "steps": S, "Kp": config.prompt_interval,
                                "Kr": config.response_interval, "rho": config.transfer_ratio}  # fmt: skip
-        base = dict(vocab_size=LLADA_8B_VOCAB)
+        base: dict[str, Any] = dict(vocab_size=LLADA_8B_VOCAB)
         args = (LLADA_8B, LLADA_8B_LAYERS, P, R, S)
         for head in ("full", "none"):
             row[f"ratio (LM head {head})"] = generation_flops(
@@ -143,7 +145,7 @@ def run(args: ReproduceArgs) -> Report:
     ]
     answers = torch.cat([a for _, a in batches])
     R = SPEC.response_length
-    gen = dict(mask_id=MASK, gen_length=R, block_length=R, steps=R)
+    gen: dict[str, Any] = dict(mask_id=MASK, gen_length=R, block_length=R, steps=R)
 
     results = {
         name: report.cached(f"arm-{i}", lambda c=config: _run_arm(model, batches, c, gen))

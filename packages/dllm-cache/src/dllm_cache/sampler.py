@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -125,6 +126,7 @@ def generate(
         raise ValueError(
             f"the prompt contains mask_id={mask_id}; masks belong to the response only"
         )
+    full_mask: Tensor | None = None
     if attention_mask is not None:
         if attention_mask.shape != input_ids.shape:
             raise ValueError(
@@ -138,8 +140,6 @@ def generate(
         full_mask = torch.cat([attention_mask, attention_mask.new_ones(B, gen_length)], 1)
         if bool(full_mask.all()):
             full_mask = None
-    else:
-        full_mask = None
     if cache is not None and getattr(cache, "_installed_on", None) is not model:
         raise ValueError(
             "cache is not installed on this model: pass apply_dllm_cache(model, ...).cache"
@@ -149,7 +149,7 @@ def generate(
     extra = {"logits_to_keep": gen_length} if response_logits_only else {}
 
     def logits_of(x: Tensor) -> Tensor:
-        kwargs = dict(extra)
+        kwargs: dict[str, Any] = dict(extra)
         if full_mask is not None:
             kwargs["attention_mask"] = full_mask.repeat(x.shape[0] // B, 1)
         return model(x, **kwargs).logits[:, -gen_length:]
@@ -195,7 +195,15 @@ def generate(
     return x[:, P:]
 
 
-def _guided_logits(x, P, step, cfg_scale, mask_id, cache, logits_of):  # type: ignore[no-untyped-def]
+def _guided_logits(
+    x: Tensor,
+    P: int,
+    step: int,
+    cfg_scale: float,
+    mask_id: int,
+    cache: DLLMCache | None,
+    logits_of: Callable[[Tensor], Tensor],
+) -> Tensor:
     """Response logits, with classifier-free guidance ``un + (w + 1)(cond - un)`` when ``w > 0``.
 
     Uncached, the conditional and unconditional inputs go through the model as one batch, as in
