@@ -48,3 +48,13 @@ def test_live_iff_some_extension_matches(pattern):
 def test_bad_patterns_raise_grammar_error(bad):
     with pytest.raises(GrammarError, match="regex"):
         RegexDFA(bad)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS[:7])
+def test_random_strings_are_members(pattern):
+    import numpy as np
+    from cars_sampling.regex import random_string
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        assert re.fullmatch(pattern, random_string(pattern, rng))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import string
 from collections.abc import Iterable
+from typing import Any
 
 from cars_sampling.errors import GrammarError
 
@@ -308,3 +309,38 @@ class RegexDFA:
             if not state:
                 return False
         return self.accepting(state)
+
+
+_PRINTABLE = [chr(c) for c in range(32, 127)]
+
+
+def _charset_members(cs: CharSet) -> list[str]:
+    inside = set(cs.chars)
+    for lo, hi in cs.ranges:
+        inside.update(chr(c) for c in range(ord(lo), ord(hi) + 1))
+    if cs.negated:
+        return [ch for ch in _PRINTABLE if ch not in inside]
+    return sorted(inside)
+
+
+def random_string(pattern: str, rng: Any, max_extra: int = 3) -> str:
+    """A random member of the pattern's language (not uniform): for training data and fuzzing.
+
+    Alternatives are picked uniformly, repetitions take ``lo .. lo + max_extra`` copies (capped by
+    the upper bound), negated classes draw from printable ASCII. ``rng`` is a ``numpy`` Generator.
+    """
+
+    def gen(node: tuple) -> str:
+        kind = node[0]
+        if kind == "set":
+            members = _charset_members(node[1])
+            return members[int(rng.integers(len(members)))] if members else ""
+        if kind == "cat":
+            return "".join(gen(item) for item in node[1])
+        if kind == "alt":
+            return gen(node[1][int(rng.integers(len(node[1])))])
+        _, inner, lo, hi = node
+        top = lo + max_extra if hi is None else min(hi, lo + max_extra)
+        return "".join(gen(inner) for _ in range(int(rng.integers(lo, top + 1))))
+
+    return gen(_Parser(pattern).parse())
