@@ -173,6 +173,7 @@ class MSR(SemiValueApproximator):
         self._sum_all, self._m = 0.0, 0
 
     def _draw(self, k: int) -> np.ndarray:
+        assert self._sv.p is not None  # checked in _validate
         return self._rng.random((k, self._n)) < self._sv.p
 
     def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
@@ -216,6 +217,7 @@ class AME(SemiValueApproximator):
         elif sv.kind == "shapley":
             t = self._rng.uniform(size=k)
         else:
+            assert sv.alpha is not None and sv.beta is not None
             t = self._rng.beta(sv.beta, sv.alpha, size=k)
         # t of exactly 0 or 1 has probability zero but appears in floating point for extreme
         # Beta parameters; keep 1/t finite.

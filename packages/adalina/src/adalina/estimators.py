@@ -150,7 +150,9 @@ class SemiValueApproximator:
     def _checkpoint_stops(self, budget: int, checkpoints: int | Sequence[int] | None) -> list[int]:
         if checkpoints is None:
             return [budget]
-        if isinstance(checkpoints, (int, np.integer)) and not isinstance(checkpoints, bool):
+        if isinstance(checkpoints, bool):
+            raise TypeError("checkpoints must be a count or a sequence of query totals, not a bool")
+        if isinstance(checkpoints, (int, np.integer)):
             if checkpoints < 1:
                 raise ValueError(f"checkpoints must be >= 1, got {checkpoints}")
             stops = np.linspace(budget / checkpoints, budget, int(checkpoints)).round()
@@ -216,7 +218,8 @@ class SemiValueApproximator:
         budget = self._check_budget(budget)
         stops = self._checkpoint_stops(budget, checkpoints)
         self._reset()
-        trajectory, reached = [], []
+        trajectory: list[np.ndarray] = []
+        reached: list[int] = []
         pending = self._extreme_coalitions()
         for stop in stops:
             while self.n_queries_ < stop:

@@ -118,12 +118,13 @@ def _errors(
             rows = []
             for s in range(seeds):
                 est = factories[name](n, sv, base_seed + s)
-                est.approximate(stops[-1], table, checkpoints=stops)
-                reached = list(est.checkpoint_queries_)
+                result = est.approximate(stops[-1], table, checkpoints=stops)
+                assert result.checkpoint_queries is not None and result.trajectory is not None
+                reached = list(result.checkpoint_queries)
                 # permutation sampling stops at whole permutations: read the last estimate at or
                 # before each stop
                 traj = [
-                    est.trajectory_[max(i for i, q in enumerate(reached) if q <= stop)]
+                    result.trajectory[max(i for i, q in enumerate(reached) if q <= stop)]
                     if any(q <= stop for q in reached)
                     else np.full(n, np.nan)
                     for stop in stops
@@ -155,7 +156,7 @@ def _gamma_sweep(
             budget, table
         )
         ada.append(np.linalg.norm(res.values - truth) / np.linalg.norm(truth))
-        gammas.append(res.gamma)
+        gammas.append(float(res.gamma if res.gamma is not None else np.nan))
     return {
         "grid": grid.tolist(),
         "fixed": np.mean(errs, axis=0).tolist(),
