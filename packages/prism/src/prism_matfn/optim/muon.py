@@ -132,6 +132,7 @@ class PrismMuon(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        items: list[tuple[torch.Tensor, dict[str, Any], int]] = []
         index = 0
         for group in self.param_groups:
             for p in group["params"]:
@@ -140,31 +141,47 @@ class PrismMuon(torch.optim.Optimizer):
                     continue
                 if p.grad.is_sparse:
                     raise RuntimeError("PrismMuon does not support sparse gradients")
-                state = self.state[p]
                 if self._uses_muon(group, p):
                     if p.ndim < 2:
                         raise ValueError(
                             f"use_muon=True needs parameters with ndim >= 2, got shape {tuple(p.shape)}"
                         )
-                    self._muon_update(p, group, state, index)
+                    items.append((p, group, index))
                 else:
-                    self._adamw_update(p, group, state)
+                    self._adamw_update(p, group, self.state[p])
+        self._muon_step(items)
         return loss
 
-    def _muon_update(
-        self, p: torch.Tensor, group: dict[str, Any], state: dict[str, Any], index: int
-    ) -> None:
-        grad = p.grad
+    def _muon_step(self, items: list[tuple[torch.Tensor, dict[str, Any], int]]) -> None:
+        """Momentum, polar factor and update for every Muon parameter (``index`` seeds its sketch)."""
+        for p, group, index in items:
+            update = self._momentum_update(p, group)
+            O = self._orthogonalize_counted(p, update, group, index)
+            self._apply(p, group, O)
+
+    def _momentum_update(self, p: torch.Tensor, group: dict[str, Any]) -> torch.Tensor:
+        """Update the momentum buffer; return the (Nesterov-blended) update as a 2-D matrix."""
+        state = self.state[p]
         if "momentum_buffer" not in state:
-            state["momentum_buffer"] = torch.zeros_like(grad)
+            state["momentum_buffer"] = torch.zeros_like(p.grad)
             state["muon_steps"] = 0
         buf = state["momentum_buffer"]
-        buf.lerp_(grad, 1 - group["momentum"])
-        update = grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
-        update2d = update.reshape(len(update), -1)
-        sketch = self._sketch(state, update2d.shape, group, index, p.device)
-        O = self.orthogonalize(update2d, group, sketch)
-        state["muon_steps"] += 1
+        buf.lerp_(p.grad, 1 - group["momentum"])
+        update = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
+        return update.reshape(len(update), -1)
+
+    def _orthogonalize_counted(
+        self, p: torch.Tensor, update: torch.Tensor, group: dict[str, Any], index: int
+    ) -> torch.Tensor:
+        state = self.state[p]
+        O = self.orthogonalize(
+            update, group, self._sketch(state, update.shape, group, index, p.device)
+        )
+        state["muon_steps"] = state.get("muon_steps", 0) + 1
+        return O
+
+    @staticmethod
+    def _apply(p: torch.Tensor, group: dict[str, Any], O: torch.Tensor) -> None:
         p.mul_(1 - group["lr"] * group["weight_decay"])
         p.add_(O.reshape(p.shape).to(p.dtype), alpha=-group["lr"])
 
