@@ -213,8 +213,10 @@ def training_section(report: Report, args: ReproduceArgs) -> None:
     window = max(1, steps // 10)
     rows = []
     for name, run in {**muon, **shampoo}.items():
+        smooth = _running_mean(run["losses"], window)
+        reached = next((i + 1 for i, v in enumerate(smooth) if v <= 0.1), math.inf)
         rows.append({"optimizer": name, "steps": steps,
-                     f"train loss (mean of last {window})": sum(run["losses"][-window:]) / window,
+                     f"train loss (mean of last {window})": smooth[-1], "steps to loss 0.1": reached,
                      "test accuracy": run["test_accuracy"], "optimizer time (s)": run["optimizer_s"]})  # fmt: skip
     report.table("Training on digits (CPU)", rows)
     final = {r["optimizer"]: r for r in rows}
@@ -223,6 +225,18 @@ def training_section(report: Report, args: ReproduceArgs) -> None:
         "PrismMuon trains the MLP at least as well as Muon", "final train loss",
         final["PrismMuon"][key], final["Muon"][key], direction="lower", baseline_name="Muon",
         tolerance=0.01, settings={"steps": steps},
+        note=(
+            f"test accuracy {final['PrismMuon']['test accuracy']:.4f} vs "
+            f"{final['Muon']['test accuracy']:.4f}; one seed, constant lr, no tuning. PrismMuon leads "
+            "early (next claim) and plateaus higher; untested explanation: its near-exact polar "
+            "factor lifts the small singular directions of the update to 1, where Muon's five fixed "
+            "quintic steps leave them smaller"
+        ),
+    )  # fmt: skip
+    report.claim(
+        "PrismMuon reaches train loss 0.1 in no more steps than Muon",
+        "steps to running-mean loss 0.1", final["PrismMuon"]["steps to loss 0.1"],
+        final["Muon"]["steps to loss 0.1"], direction="lower", baseline_name="Muon",
     )  # fmt: skip
     report.claim(
         "PrismMuon beats AdamW", "final train loss", final["PrismMuon"][key], final["AdamW"][key],
@@ -242,16 +256,19 @@ def training_section(report: Report, args: ReproduceArgs) -> None:
     fig, axes = subplots(1, 2, figsize=(10, 3.5))
     for ax, runs in zip(axes, (muon, shampoo), strict=True):
         for name, run in runs.items():
-            losses = run["losses"]
-            smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
-                      for i in range(len(losses))]  # fmt: skip
-            ax.plot(smooth, label=name)
+            ax.plot(_running_mean(run["losses"], window), label=name)
         ax.set_yscale("log")
         ax.set_xlabel("step")
         ax.legend()
     axes[0].set_ylabel("train loss (running mean)")
     fig.tight_layout()
     report.figure("training_curves", fig, "Digits: MLP (left) and CNN with Shampoo (right)")
+
+
+def _running_mean(values: Sequence[float], window: int) -> list[float]:
+    return [
+        sum(values[max(0, i - window + 1) : i + 1]) / min(window, i + 1) for i in range(len(values))
+    ]
 
 
 def run(args: ReproduceArgs) -> Report:
