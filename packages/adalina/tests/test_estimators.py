@@ -219,3 +219,31 @@ def test_probability_of_a_set_matches_q(game):
 def test_small_budget_warns(game):
     with pytest.warns(UserWarning, match="budget=5 is below the number of players n=8"):
         Adalina(N, random_state=0).approximate(5, game)
+
+
+@pytest.mark.parametrize(
+    ("sv", "gamma"), [("shapley", "adaptive"), ((4, 1), "adaptive"), (0.3, 0.5)]
+)
+def test_standard_errors_cover_the_truth(game, sv, gamma):
+    truth = exact_semivalue(game, N, sv)
+    inside = []
+    for seed in range(200):
+        est = Adalina(N, sv, gamma=gamma, random_state=seed)
+        result = est.approximate(400, game)
+        np.testing.assert_allclose(result.std_error, est.std_error_)
+        inside.append(np.abs(result.values - truth) <= 1.96 * result.std_error)
+    coverage = np.mean(inside)
+    assert 0.9 <= coverage <= 0.98
+
+
+def test_standard_errors_match_the_sample_vectors(game):
+    m, sv, gamma = 30, (1, 4), 0.7
+    est = LinearApprox(N, sv, gamma=gamma, random_state=5, batch_size=7)
+    result = est.approximate(m + 2, game)
+    q = sampling_distribution(N, sv)
+    masks = draw_coalitions(np.random.default_rng(5), m, N, q, size_support(N))
+    terms = (
+        sample_vectors(masks, *sample_vector_coefficients(N, sv, q))
+        * (game(masks) - gamma)[:, None]
+    )
+    np.testing.assert_allclose(result.std_error, terms.std(axis=0, ddof=1) / np.sqrt(m), rtol=1e-8)

@@ -47,13 +47,15 @@ class SemiValueResult:
     """What :meth:`SemiValueApproximator.approximate` returns.
 
     ``trajectory[j]`` is the estimate after ``checkpoint_queries[j]`` queries (``None`` without
-    checkpoints); ``gamma`` is the control variate used (``None`` for estimators without one).
+    checkpoints); ``gamma`` is the control variate used and ``std_error`` the standard error of each
+    value (``None`` for estimators without them).
     """
 
     values: np.ndarray
     n_queries: int
     estimator: str
     gamma: float | None = None
+    std_error: np.ndarray | None = None
     checkpoint_queries: np.ndarray | None = None
     trajectory: np.ndarray | None = None
 
@@ -191,6 +193,9 @@ class SemiValueApproximator:
     def _gamma(self) -> float | None:
         return None
 
+    def _std_error(self) -> np.ndarray | None:
+        return None
+
     # -- public ------------------------------------------------------------------------------------
     @property
     def values_(self) -> np.ndarray:
@@ -242,6 +247,7 @@ class SemiValueApproximator:
             n_queries=self.n_queries_,
             estimator=self.name,
             gamma=self._gamma(),
+            std_error=self._std_error(),
             checkpoint_queries=self.checkpoint_queries_,
             trajectory=self.trajectory_,
         )
@@ -349,6 +355,8 @@ class LinearSpaceEstimator(SemiValueApproximator):
         self._ref: float | None = None
         self._sum_a = np.zeros(n)
         self._sum_au = np.zeros(n)
+        # second moments sum a_i^2 u^k, k = 0, 1, 2, for standard errors (still O(n))
+        self._sum_a2 = np.zeros((n, 3))
         self._sum_u = 0.0
         self._m = 0
         self._u_empty: float | None = None
@@ -408,12 +416,18 @@ class LinearSpaceEstimator(SemiValueApproximator):
             masks, centred = masks[keep], centred[keep]
         # a(S) = 1_S (inside_s + outside_s) - outside_s: one pass over the coalitions serves both
         # sums without building the (batch, n) matrix of sample vectors
+        # and a_i(S)^2 = 1_S (inside_s^2 - outside_s^2) + outside_s^2 likewise
         sizes = sizes[keep]
-        both = self._inside[sizes] + self._outside[sizes]
-        base = self._outside[sizes]
-        sums = masks.T.astype(float) @ np.stack([both, both * centred], axis=1)
+        inside, outside = self._inside[sizes], self._outside[sizes]
+        both, base = inside + outside, outside
+        diff, base2 = inside**2 - outside**2, outside**2
+        powers = np.stack([np.ones_like(centred), centred, centred**2], axis=1)
+        sums = masks.T.astype(float) @ np.column_stack(
+            [both, both * centred, diff[:, None] * powers]
+        )
         self._sum_a += sums[:, 0] - base.sum()
         self._sum_au += sums[:, 1] - float(base @ centred)
+        self._sum_a2 += sums[:, 2:] + base2 @ powers
         self._sum_u += float(centred.sum())
         self._m += masks.shape[0]
 
@@ -449,6 +463,26 @@ class LinearSpaceEstimator(SemiValueApproximator):
         if self._m == 0:
             return None
         return self._centred_gamma() + (self._ref or 0.0)
+
+    def _std_error(self) -> np.ndarray | None:
+        # per-sample terms a_i(S)(U - γ): their sample variance over m, with γ treated as fixed
+        # (for Adalina's plug-in γ = Ū the difference is O(1/m))
+        if self._m < 2:
+            return None
+        g = self._centred_gamma()
+        s0, s1, s2 = self._sum_a2.T
+        second = (s2 - 2 * g * s1 + g * g * s0) / self._m
+        first = (self._sum_au - self._sum_a * g) / self._m
+        var = np.maximum(second - first**2, 0.0) * self._m / (self._m - 1)
+        return np.sqrt(var / self._m)
+
+    @property
+    def std_error_(self) -> np.ndarray:
+        """Standard error of each entry of ``values_`` (from the same O(n) running sums)."""
+        se = self._std_error() if hasattr(self, "_m") else None
+        if se is None:
+            raise NotFittedError("standard errors need at least two sampled coalitions")
+        return se
 
     @property
     def gamma_(self) -> float:
