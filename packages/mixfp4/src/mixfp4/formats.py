@@ -68,28 +68,34 @@ class FloatFormat:
         finite = self.magnitudes[~self.magnitudes.isnan()]
         return float(finite.max())
 
-    @functools.cached_property
-    def _midpoints(self) -> torch.Tensor:
-        finite = self.magnitudes[~self.magnitudes.isnan()]
-        return (finite[1:] + finite[:-1]) / 2
-
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """float32 values of integer ``codes`` (any integer dtype, values ``< 2^bits``)."""
         return self.table.to(codes.device)[codes.long()]
 
-    def encode_magnitude(self, a: torch.Tensor) -> torch.Tensor:
-        """Nearest magnitude code of ``a >= 0`` (ties to even, saturating at :attr:`max`), int64.
+    def round_magnitude(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Nearest magnitude code (int32) and its value (float32) for ``a >= 0``, ties to even,
+        saturating at :attr:`max`.
 
-        ``a`` must be finite and non-negative: callers clamp and take ``abs`` first. Two
-        ``bucketize`` calls (ties left and ties right) find the exact midpoints without building an
-        ``(n, table)`` comparison tensor.
+        ``a`` must be finite and non-negative (callers clamp and take ``abs``). Inside the binade of
+        ``a`` (exponent ``max(floor(log2 a), 1 - bias)``) the grid is uniform with quantum
+        ``2^(exp - M)``, so ``q = round_half_even(a / quantum)`` (an exact division) is the rounded
+        count and the code is ``((exp + bias - 1) << M) + q``; that also covers the subnormals and a
+        round-up into the next binade. The parity of the code is the parity of ``q``, so ties go to
+        the even code. No ``(n, table)`` comparison tensor is built.
         """
-        mids = self._midpoints.to(a.device)
-        a = a.float()
-        lo = torch.bucketize(a, mids, right=False)
-        hi = torch.bucketize(a, mids, right=True)
-        # On an exact midpoint lo + 1 == hi: keep whichever of the two codes is even.
-        return torch.where((lo != hi) & (lo % 2 == 1), hi, lo)
+        a = a.float().clamp(max=self.max)
+        mantissa, e = torch.frexp(a)
+        # frexp(0) = (0, 0) would put 0 in the binade of 0.5: zero belongs to the lowest one.
+        exp = torch.where(mantissa == 0, 1 - self.bias, (e - 1).clamp(min=1 - self.bias))
+        # 2^(exp - M) from its float32 bit pattern: exact, and never subnormal for these formats.
+        quantum = ((exp - self.man_bits + 127) << 23).view(torch.float32)
+        q = torch.round(a / quantum)
+        code = ((exp + (self.bias - 1)) << self.man_bits) + q.to(torch.int32)
+        return code, q * quantum
+
+    def encode_magnitude(self, a: torch.Tensor) -> torch.Tensor:
+        """Nearest magnitude code of ``a >= 0`` (see :meth:`round_magnitude`), int64."""
+        return self.round_magnitude(a)[0].long()
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Nearest code of finite ``x`` with round-to-nearest-even, saturating to ``±max``, uint8.

@@ -76,8 +76,8 @@ def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
     _choice("nan_policy", nan_policy, NAN_POLICIES)
     x = x.detach().float()
     if nan_policy == "raise":
-        bad = int((~torch.isfinite(x)).sum())
-        if bad:
+        if not bool(torch.isfinite(x).all()):
+            bad = int((~torch.isfinite(x)).sum())
             raise ValueError(
                 f"input contains NaN/Inf ({bad} values); they would poison every scale. "
                 "Clean the input or pass nan_policy='propagate' (those blocks decode to NaN)"
@@ -168,14 +168,20 @@ def e4m3_block_scale(raw: torch.Tensor, scale_min: str) -> tuple[torch.Tensor, t
 def _round_elements(
     scaled: torch.Tensor, fmt: FloatFormat, noise: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sign-magnitude 4-bit codes and their values for ``scaled`` already inside ``fmt``'s range.
+    """Sign-magnitude 4-bit codes (uint8) and their signed values for ``scaled`` inside ``fmt``'s
+    range.
 
     The sign bit follows the input even where the magnitude rounds to 0 (torchao's ``-0`` code 8).
     """
     a = scaled.abs()
-    mag = fmt.encode_magnitude(a) if noise is None else fmt.stochastic_magnitude(a, noise)
-    codes = (mag | (torch.signbit(scaled).long() << 3)).to(torch.uint8)
-    return codes, fmt.decode(codes)
+    if noise is None:
+        mag, value = fmt.round_magnitude(a)
+    else:
+        mag = fmt.stochastic_magnitude(a, noise)
+        value = fmt.magnitudes.to(a.device)[mag]
+    negative = torch.signbit(scaled)
+    codes = (mag | (negative.to(mag.dtype) << 3)).to(torch.uint8)
+    return codes, torch.where(negative, -value, value)
 
 
 def quantize_candidate(
@@ -186,23 +192,29 @@ def quantize_candidate(
     multiplier: float,
     scale_min: str,
     noise: torch.Tensor | None = None,
+    *,
+    with_xhat: bool = True,
 ) -> dict[str, torch.Tensor]:
     """Quantize ``blocks`` ``[..., nb, B]`` on the grid ``multiplier · fmt`` with E4M3 block scales.
 
-    Returns the scale ``byte`` and ``raw`` scale ``[..., nb]``, ``codes`` ``[..., nb, B]`` and the
-    dequantized ``xhat`` computed exactly as :func:`dequantize` does (so block errors agree bit for bit).
+    Returns the scale ``byte`` and ``raw`` scale ``[..., nb]``, ``codes`` ``[..., nb, B]`` and (with
+    ``with_xhat``) the dequantized ``xhat``, computed exactly as :func:`dequantize` does, so block
+    errors agree bit for bit with errors measured on the decoded tensor.
     """
     grid = fmt.max * multiplier
     raw = (amax / grid) / s_t
     byte, s_b = e4m3_block_scale(raw, scale_min)
-    total = (s_t * s_b).unsqueeze(-1)
     # torchao 0.18's order: multiply by (1 / s_t) / s_b rather than divide by s_t · s_b (they can
     # differ in the last bit, which moves values sitting on a rounding boundary).
     reciprocal = ((1.0 / s_t) / s_b).unsqueeze(-1)
-    scaled = (blocks * reciprocal).clamp(-grid, grid) / multiplier
+    scaled = (blocks * reciprocal).clamp(-grid, grid)
+    if multiplier != 1.0:
+        scaled = scaled / multiplier
     codes, v = _round_elements(scaled, fmt, noise)
-    xhat = (v * multiplier) * total
-    return {"byte": byte, "raw": raw, "codes": codes, "xhat": xhat}
+    out = {"byte": byte, "raw": raw, "codes": codes}
+    if with_xhat:
+        out["xhat"] = (v * multiplier) * (s_t * s_b).unsqueeze(-1)
+    return out
 
 
 def block_error(diff: torch.Tensor, selector: str) -> torch.Tensor:
@@ -245,12 +257,13 @@ def _mixfp4_reference(
     if noise is not None:
         noise = noise.reshape(blocks.shape)
     use_e2m1, use_e1m2 = use
-    a = quantize_candidate(blocks, amax, s_t, E2M1, 1.0, scale_min, noise) if use_e2m1 else None
-    b = (
-        quantize_candidate(blocks, amax, s_t, E1M2, E1M2_MULTIPLIER[e1m2_mode], scale_min, noise)
-        if use_e1m2
-        else None
-    )
+    both = use_e2m1 and use_e1m2  # a single candidate needs no decoding and no error
+    mult = E1M2_MULTIPLIER[e1m2_mode]
+    a = b = None
+    if use_e2m1:
+        a = quantize_candidate(blocks, amax, s_t, E2M1, 1.0, scale_min, noise, with_xhat=both)
+    if use_e1m2:
+        b = quantize_candidate(blocks, amax, s_t, E1M2, mult, scale_min, noise, with_xhat=both)
     if a is None or b is None:
         only = a if b is None else b
         assert only is not None
@@ -350,7 +363,9 @@ def _quantize_e4m3(
         raise ValueError(f"formats must be a non-empty subset of ('e2m1', 'e1m2'), got {formats!r}")
     use = ("e2m1" in formats, "e1m2" in formats)
     shape = tuple(x.shape)
-    xp, bad_blocks = _finite_part(_pad(x, block_size, pad), block_size)
+    xp, bad_blocks = _pad(x, block_size, pad), None
+    if nan_policy == "propagate":
+        xp, bad_blocks = _finite_part(xp, block_size)
     frac = e1m2_mode == "frac" and use[1]
     s_t, user_scale = _tensor_scale(xp, tensor_scale, E4M3_MAX * (1.75 if frac else 6.0))
     noise = None
@@ -476,7 +491,9 @@ def quantize_mxfp4(
     _choice("scale_rounding", scale_rounding, ("floor", "ceil"))
     _choice("rounding", rounding, ROUNDINGS)
     shape = tuple(x.shape)
-    xp, bad_blocks = _finite_part(_pad(x, block_size, pad), block_size)
+    xp, bad_blocks = _pad(x, block_size, pad), None
+    if nan_policy == "propagate":
+        xp, bad_blocks = _finite_part(xp, block_size)
     amax = block_absmax(xp, block_size, backend="torch")
     exp = mx_shared_exponent(amax, scale_rounding)
     scale = torch.pow(2.0, exp.double()).float().unsqueeze(-1)
