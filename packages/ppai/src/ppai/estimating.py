@@ -73,12 +73,18 @@ def groups(block: Block, lam: Array) -> list[Group]:
 
 def equation(problem: ZProblem, groups_: list[Group], theta: Array) -> Array:
     """Ψ(θ) = Σ_g λ_g ⊙ (1/n_g) Σ_i c_i ψ(θ; x_i, y_i)."""
-    return sum(lam * (c @ problem.psi(theta, X, Y)) / Y.shape[0] for X, Y, c, lam in groups_)
+    total = np.zeros_like(theta, dtype=float)
+    for X, Y, c, lam in groups_:
+        total += lam * (c @ problem.psi(theta, X, Y)) / Y.shape[0]
+    return total
 
 
 def equation_jacobian(problem: ZProblem, groups_: list[Group], theta: Array) -> Array:
     """∂Ψ/∂θ, from the problem's per-group Jacobians."""
-    return sum(lam[:, None] * problem.jacobian(theta, X, Y, c) for X, Y, c, lam in groups_)
+    total = np.zeros((theta.shape[0], theta.shape[0]))
+    for X, Y, c, lam in groups_:
+        total += lam[:, None] * problem.jacobian(theta, X, Y, c)
+    return total
 
 
 def newton_solve(
@@ -137,7 +143,7 @@ class ScoreStats:
 
     @property
     def H_inv(self) -> Array:
-        return np.linalg.inv(self.H)
+        return np.asarray(np.linalg.inv(self.H), dtype=float)
 
 
 def _cov(u: Array, v: Array) -> Array:
@@ -151,10 +157,9 @@ def _block_stats(problem: ZProblem, block: Block, theta: Array, pooled_jacobian:
     psi_f = problem.psi(theta, X, block.f)
     d = a.shape[1]
     if block.n_unlabeled:
-        psi_u = sum(
-            nu[:, None] * problem.psi(theta, block.X_u, f)
-            for f, nu in zip(block.f_u, block.nu_u, strict=True)
-        )
+        psi_u = np.zeros((block.n_unlabeled, d))
+        for f, nu in zip(block.f_u, block.nu_u, strict=True):
+            psi_u += nu[:, None] * problem.psi(theta, block.X_u, f)
         psi_u_mean = psi_u.mean(0)
         u = block.s * psi_u
     else:

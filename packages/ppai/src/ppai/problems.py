@@ -231,7 +231,11 @@ def check_invertible(problem: object, J: Array, what: str) -> None:
 def resolve_problem(problem: str | ZProblem, q: float = 0.5) -> ZProblem:
     """A problem object from its name (``"mean"``, ``"ols"``, ``"logistic"``, ``"quantile"``)."""
     if isinstance(problem, str):
-        builtins = {"mean": MeanProblem, "ols": OLSProblem, "logistic": LogisticProblem}
+        builtins: dict[str, type[ZProblem]] = {
+            "mean": MeanProblem,
+            "ols": OLSProblem,
+            "logistic": LogisticProblem,
+        }
         if problem == "quantile":
             return QuantileProblem(q)
         if problem not in builtins:

@@ -46,7 +46,7 @@ def policy_matrix(policy: TargetPolicy, X: Array | None, n: int, K: int, name: s
 
 
 def _arm_block(data: AdaptiveData, arm: int, weighting: str, stabilizer: Array) -> Block:
-    played = arm == data.A
+    played = np.equal(data.A, arm)
     if not played.any():
         raise ValueError(f"no labeled samples for arm {arm}: it was never played")
     f_u = data.f_u[:, arm]
