@@ -85,8 +85,11 @@ class FloatFormat:
         """
         a = a.float().clamp(max=self.max)
         mantissa, e = torch.frexp(a)
-        # frexp(0) = (0, 0) would put 0 in the binade of 0.5: zero belongs to the lowest one.
-        exp = torch.where(mantissa == 0, 1 - self.bias, (e - 1).clamp(min=1 - self.bias))
+        exp = (e - 1).clamp(min=1 - self.bias)
+        if self.bias > 2:
+            # frexp(0) = (0, 0) puts 0 in the binade of 0.5, which is the lowest one only when
+            # bias <= 2; otherwise move zero there explicitly.
+            exp = torch.where(mantissa == 0, 1 - self.bias, exp)
         # 2^(exp - M) from its float32 bit pattern: exact, and never subnormal for these formats.
         quantum = ((exp - self.man_bits + 127) << 23).view(torch.float32)
         q = torch.round(a / quantum)

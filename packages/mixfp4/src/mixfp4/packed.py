@@ -140,7 +140,9 @@ class MX4Packed:
             # Rows 256..511 of the table hold the E1M2 pairs: one gather decodes both grids.
             flags = self.format_map().repeat_interleave(self.block_size // 2, dim=-1)
             idx = idx | (flags.long() << 8)
-        return lut[idx].reshape(*self.codes.shape[:-1], self.padded_k)
+        # index_select on the flat index is several times faster than lut[idx] on CPU.
+        pairs = lut.index_select(0, idx.reshape(-1))
+        return pairs.reshape(*self.codes.shape[:-1], self.padded_k)
 
     def stats(self, reference: torch.Tensor | None = None) -> dict[str, float]:
         """``e1m2_fraction`` and, given the original tensor, ``mse`` and ``sqnr_db``."""

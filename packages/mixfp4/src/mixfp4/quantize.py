@@ -168,8 +168,8 @@ def e4m3_block_scale(raw: torch.Tensor, scale_min: str) -> tuple[torch.Tensor, t
 def _round_elements(
     scaled: torch.Tensor, fmt: FloatFormat, noise: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sign-magnitude 4-bit codes (uint8) and their signed values for ``scaled`` inside ``fmt``'s
-    range.
+    """Sign-magnitude 4-bit codes (uint8) and their magnitudes' values for ``scaled`` inside
+    ``fmt``'s range.
 
     The sign bit follows the input even where the magnitude rounds to 0 (torchao's ``-0`` code 8).
     """
@@ -179,9 +179,8 @@ def _round_elements(
     else:
         mag = fmt.stochastic_magnitude(a, noise)
         value = fmt.magnitudes.to(a.device)[mag]
-    negative = torch.signbit(scaled)
-    codes = (mag | (negative.to(mag.dtype) << 3)).to(torch.uint8)
-    return codes, torch.where(negative, -value, value)
+    codes = (mag | (torch.signbit(scaled).to(mag.dtype) << 3)).to(torch.uint8)
+    return codes, value
 
 
 def quantize_candidate(
@@ -210,9 +209,10 @@ def quantize_candidate(
     scaled = (blocks * reciprocal).clamp(-grid, grid)
     if multiplier != 1.0:
         scaled = scaled / multiplier
-    codes, v = _round_elements(scaled, fmt, noise)
+    codes, magnitude = _round_elements(scaled, fmt, noise)
     out = {"byte": byte, "raw": raw, "codes": codes}
     if with_xhat:
+        v = magnitude.copysign(scaled)  # the sign of the code, -0 included
         out["xhat"] = (v * multiplier) * (s_t * s_b).unsqueeze(-1)
     return out
 
