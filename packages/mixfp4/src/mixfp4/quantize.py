@@ -75,13 +75,12 @@ def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
         raise ValueError(f"x needs a non-empty last dimension to block, got shape {tuple(x.shape)}")
     _choice("nan_policy", nan_policy, NAN_POLICIES)
     x = x.detach().float()
-    if nan_policy == "raise":
-        if not bool(torch.isfinite(x).all()):
-            bad = int((~torch.isfinite(x)).sum())
-            raise ValueError(
-                f"input contains NaN/Inf ({bad} values); they would poison every scale. "
-                "Clean the input or pass nan_policy='propagate' (those blocks decode to NaN)"
-            )
+    if nan_policy == "raise" and not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(
+            f"input contains NaN/Inf ({bad} values); they would poison every scale. "
+            "Clean the input or pass nan_policy='propagate' (those blocks decode to NaN)"
+        )
     return x
 
 
