@@ -12,6 +12,7 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,16 +44,7 @@ def newton_schulz(
     ``coeffs`` is a name from :data:`NAMED_COEFFICIENTS`, one ``(a, b, c)``, or a per-step list (the last
     one repeats). ``input_scale`` divides the normalised input further (Polar Express uses 1.01).
     """
-    if isinstance(coeffs, str):
-        if coeffs not in NAMED_COEFFICIENTS:
-            raise ValueError(f"coeffs must be one of {sorted(NAMED_COEFFICIENTS)}, got {coeffs!r}")
-        schedule: list[Coefficients] = [NAMED_COEFFICIENTS[coeffs]]
-    elif len(coeffs) == 3 and all(isinstance(c, (int, float)) for c in coeffs):
-        schedule = [tuple(float(c) for c in coeffs)]  # type: ignore[list-item]
-    else:
-        schedule = [tuple(float(c) for c in step) for step in coeffs]  # type: ignore[union-attr]
-        if not schedule or any(len(step) != 3 for step in schedule):
-            raise ValueError(f"coeffs must be (a, b, c) triples, got {coeffs!r}")
+    schedule = _schedule(coeffs)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
     X, out_dtype = prepare(G, "newton_schulz", compute_dtype, check_finite)
@@ -86,6 +78,18 @@ def newton_schulz(
     batch = X.shape[:-2]
     history = torch.stack(norms).cpu() if norms else torch.zeros(0, *batch, dtype=torch.float64)
     return X, PrismInfo(torch.zeros(0, *batch, dtype=torch.float64), history, taken, n)
+
+
+def _schedule(coeffs: str | Coefficients | Sequence[Coefficients]) -> list[Coefficients]:
+    if isinstance(coeffs, str):
+        if coeffs not in NAMED_COEFFICIENTS:
+            raise ValueError(f"coeffs must be one of {sorted(NAMED_COEFFICIENTS)}, got {coeffs!r}")
+        return [NAMED_COEFFICIENTS[coeffs]]
+    single = len(coeffs) == 3 and all(isinstance(c, (int, float)) for c in coeffs)
+    steps: list[Any] = [coeffs] if single else list(coeffs)
+    if not steps or any(len(step) != 3 for step in steps):
+        raise ValueError(f"coeffs must be (a, b, c) triples, got {coeffs!r}")
+    return [(float(a), float(b), float(c)) for a, b, c in steps]
 
 
 def _optimal_quintic(lo: float, hi: float) -> Coefficients:

@@ -95,7 +95,7 @@ class DistributedPrismMuon(PrismMuon):
             pieces = [torch.empty_like(shard) for _ in range(world)] if mine else None
             dist.gather(shard, pieces, dst=owner, group=self.process_group)
             chunks = None
-            if mine:
+            if pieces is not None:  # this rank owns the matrix
                 full = torch.cat(pieces, dim=0)
                 O = self._orthogonalize_counted(p, full, group, index)
                 chunks = [c.contiguous() for c in O.chunk(world, dim=0)]

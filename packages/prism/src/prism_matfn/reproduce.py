@@ -80,7 +80,11 @@ def run_sqrt_case(name: str, n: int, steps: int, seed: int) -> dict[str, Any]:
     A = spd_matrix(spectrum, n, seed=seed, lower=lower)
     exact = baselines.eigh_inv_root(A, -2)
     out = {}
-    for method, opts in (("NS5", {"fit": "fixed", "alpha": 0.375}), ("PRISM5", {})):
+    runs: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("NS5", {"fit": "fixed", "alpha": 0.375}),
+        ("PRISM5", {}),
+    )
+    for method, opts in runs:
         Y, _, info = sqrtm_and_inv(A, steps=steps, tol=1e-6, return_info=True, **opts)
         rel = float(torch.linalg.matrix_norm(Y - exact) / torch.linalg.matrix_norm(exact))
         out[method] = {"rms": info.residual_rms.tolist(), "iterations": info.iterations,

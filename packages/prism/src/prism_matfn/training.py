@@ -30,6 +30,7 @@ class MuonBaseline(PrismMuon):
         self, update: torch.Tensor, group: dict[str, Any], sketch: torch.Tensor
     ) -> torch.Tensor:
         O = newton_schulz(update, group["ns_steps"], "muon", check_finite=False)
+        assert isinstance(O, torch.Tensor)
         return O.float() * muon_scale(update.shape, group["adjust_lr"])
 
 
@@ -76,9 +77,9 @@ def cnn(seed: int) -> nn.Sequential:
 
 def muon_groups(model: nn.Sequential) -> list[dict[str, Any]]:
     """Hidden matrices to Muon; the output head and all vectors to AdamW (Muon's convention)."""
-    head = model[-1]
-    hidden = [p for m in model[:-1] for p in m.parameters() if p.ndim >= 2]
-    rest = [p for m in model[:-1] for p in m.parameters() if p.ndim < 2] + list(head.parameters())
+    *body, head = model.children()
+    hidden = [p for m in body for p in m.parameters() if p.ndim >= 2]
+    rest = [p for m in body for p in m.parameters() if p.ndim < 2] + list(head.parameters())
     return [{"params": hidden}, {"params": rest, "use_muon": False}]
 
 

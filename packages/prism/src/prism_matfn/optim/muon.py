@@ -161,13 +161,14 @@ class PrismMuon(torch.optim.Optimizer):
 
     def _momentum_update(self, p: torch.Tensor, group: dict[str, Any]) -> torch.Tensor:
         """Update the momentum buffer; return the (Nesterov-blended) update as a 2-D matrix."""
-        state = self.state[p]
+        state, grad = self.state[p], p.grad
+        assert grad is not None  # step() only passes parameters with a gradient
         if "momentum_buffer" not in state:
-            state["momentum_buffer"] = torch.zeros_like(p.grad)
+            state["momentum_buffer"] = torch.zeros_like(grad)
             state["muon_steps"] = 0
         buf = state["momentum_buffer"]
-        buf.lerp_(p.grad, 1 - group["momentum"])
-        update = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
+        buf.lerp_(grad, 1 - group["momentum"])
+        update = grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
         return update.reshape(len(update), -1)
 
     def _orthogonalize_counted(

@@ -111,6 +111,7 @@ class PrismShampoo(torch.optim.Optimizer):
         return loss
 
     def _update(self, p: torch.Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+        assert p.grad is not None  # step() only passes parameters with a gradient
         grad = p.grad.float()
         beta1, beta2 = group["betas"]
         if not state:
