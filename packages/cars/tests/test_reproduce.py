@@ -8,3 +8,7 @@ def test_reproduce_smoke_writes_a_report(tmp_path):
     report = Report.load(tmp_path)
     assert report.package == "cars-sampling"
     assert (tmp_path / "report.md").exists()
+    names = [c.name for c in report.claims]
+    assert any("GCD is biased" in n for n in names)
+    assert any("forward passes" in n for n in names)
+    assert len(report.tables) == 2 and (tmp_path / "acceptance.png").exists()
