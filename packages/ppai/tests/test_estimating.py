@@ -252,3 +252,43 @@ def test_newton_reports_non_convergence():
     Y = np.ones(5)
     with pytest.raises(RuntimeError, match=r"no-root.*did not converge"):
         newton_solve(NoRoot(), [(None, Y, np.ones(5), np.ones(1))], np.zeros(1))
+
+
+def test_functional_api_matches_the_estimator(make_bandit):
+    d = make_bandit(10)
+    X1 = np.c_[np.ones(len(d["Y"])), d["X"]]
+    X1_u = np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"]]
+    args = (X1, d["Y"], d["A"], d["propensity"], d["pred_labeled"], X1_u, d["pred_unlabeled"])
+    est = ppai.PPAI("ols", target_arm=1).fit(X1, d["A"], d["Y"], *args[3:])
+    np.testing.assert_allclose(ppai.ppai_ols_pointestimate(*args, arm=1), est.theta_)
+    np.testing.assert_allclose(np.c_[ppai.ppai_ols_ci(*args, arm=1)], est.conf_int())
+    np.testing.assert_allclose(ppai.ppai_ols_pval(*args, arm=1, null=0.1), est.pvalue(0.1))
+    Yb = (d["Y"] > 0.3).astype(float)
+    fb, fb_u = (d["pred_labeled"] > 0.3) * 0.8 + 0.1, (d["pred_unlabeled"] > 0.3) * 0.8 + 0.1
+    bargs = (X1, Yb, d["A"], d["propensity"], fb, X1_u, fb_u)
+    lest = ppai.PPAI("logistic", target_arm=1).fit(X1, d["A"], Yb, d["propensity"], fb, X1_u, fb_u)
+    np.testing.assert_allclose(ppai.ppai_logistic_pointestimate(*bargs, arm=1), lest.theta_)
+    np.testing.assert_allclose(np.c_[ppai.ppai_logistic_ci(*bargs, arm=1)], lest.conf_int())
+    np.testing.assert_allclose(ppai.ppai_logistic_pval(*bargs, arm=1), lest.pvalue())
+    margs = (d["Y"], d["A"], d["propensity"], d["pred_labeled"], d["pred_unlabeled"])
+    q = ppai.ppai_quantile_pointestimate(*margs, arm=1, q=0.5)
+    lo, hi = ppai.ppai_quantile_ci(*margs, arm=1, q=0.5)
+    assert lo < q < hi
+    p = ppai.ppai_mean_pval(*margs, arm=1, null=ppai.ppai_mean_ci(*margs, arm=1, alpha=0.2)[0])
+    assert p == pytest.approx(0.2, rel=1e-9)
+    lo, hi = ppai.ppi_ignoring_adaptivity_ci(
+        "mean", None, d["Y"], d["A"], d["pred_labeled"], None, d["pred_unlabeled"], arm=1
+    )
+    played = d["A"] == 1
+    f1 = d["pred_labeled"][played, 1]
+    # The naive baseline is PPI++ on the rounds that played the arm.
+    lam = ppai.PPAI("mean", target_arm=0).fit(
+        None,
+        np.zeros(played.sum(), int),
+        d["Y"][played],
+        np.ones(played.sum()),
+        f1,
+        None,
+        d["pred_unlabeled"][:, 1],
+    )
+    np.testing.assert_allclose([lo, hi], lam.conf_int()[0], rtol=1e-12)

@@ -178,6 +178,28 @@ def ppai_ols_ci(
     return _ci(est, alpha, alternative)
 
 
+def ppai_ols_pval(
+    X,
+    Y,
+    A,
+    propensity,
+    pred_labeled,
+    X_unlabeled,
+    pred_unlabeled,
+    *,
+    arm,
+    null=0.0,
+    alternative: Alternative = "two-sided",
+    lam=None,
+    **kw,
+) -> Array:
+    """PPAI p-values for H0: OLS coefficient j of Y(arm) on X equals ``null`` (each j)."""
+    est = _fit(
+        "ols", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
+    )
+    return est.pvalue(null, alternative)
+
+
 def ppai_logistic_pointestimate(
     X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, *, arm, lam=None, **kw
 ) -> Array:
@@ -207,6 +229,28 @@ def ppai_logistic_ci(
         "logistic", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
     )
     return _ci(est, alpha, alternative)
+
+
+def ppai_logistic_pval(
+    X,
+    Y,
+    A,
+    propensity,
+    pred_labeled,
+    X_unlabeled,
+    pred_unlabeled,
+    *,
+    arm,
+    null=0.0,
+    alternative: Alternative = "two-sided",
+    lam=None,
+    **kw,
+) -> Array:
+    """PPAI p-values for H0: logistic coefficient j of binary Y(arm) on X equals ``null``."""
+    est = _fit(
+        "logistic", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
+    )
+    return est.pvalue(null, alternative)
 
 
 def ppai_quantile_pointestimate(
