@@ -15,8 +15,7 @@ from adalina.sampling import (
     sample_vectors,
     size_support,
 )
-from adalina_testgames import quadratic_game, rel_error, tabulated
-from scipy.special import comb
+from adalina_testgames import rel_error, tabulated
 
 N = 8
 
@@ -207,13 +206,6 @@ def test_large_n_runs_in_linear_memory():
     assert np.all(np.isfinite(result.values))
     assert np.corrcoef(result.values, v)[0, 1] > 0.3
     assert est._sum_a.shape == (n,)  # the O(n) state
-
-
-def test_probability_of_a_set_matches_q(game):
-    # sanity of the representation P(S) = q_s / C(n, s)
-    q = sampling_distribution(N, "shapley")
-    assert np.isclose((q / comb(N, np.arange(1, N)) * comb(N, np.arange(1, N))).sum(), 1.0)
-    assert quadratic_game(3)(np.ones((1, 3), dtype=bool)).shape == (1,)
 
 
 def test_small_budget_warns(game):
