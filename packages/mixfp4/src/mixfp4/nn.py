@@ -87,6 +87,11 @@ class MixFP4Linear(nn.Module):
     as a float layer.
     """
 
+    weight_codes: torch.Tensor
+    weight_scales: torch.Tensor
+    weight_tensor_scale: torch.Tensor
+    act: tuple[str, dict[str, Any]] | None
+
     def __init__(
         self,
         packed: MX4Packed,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -522,8 +522,12 @@ def quantize_mxfp4(
 def quantize(x: torch.Tensor, fmt: str = "mixfp4", **kwargs: Any) -> MX4Packed:
     """``quantize_<fmt>(x, **kwargs)`` for ``fmt`` in ``"mixfp4" | "nvfp4" | "mxfp4"``."""
     _choice("fmt", fmt, FMTS)
-    fn = {"mixfp4": quantize_mixfp4, "nvfp4": quantize_nvfp4, "mxfp4": quantize_mxfp4}[fmt]
-    return fn(x, **kwargs)
+    quantizers: dict[str, Callable[..., MX4Packed]] = {
+        "mixfp4": quantize_mixfp4,
+        "nvfp4": quantize_nvfp4,
+        "mxfp4": quantize_mxfp4,
+    }
+    return quantizers[fmt](x, **kwargs)
 
 
 def dequantize(

@@ -16,12 +16,17 @@ import copy
 import importlib.util
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from mixfp4.datapath import mixfp4_mm
-from mixfp4.nn import MixFP4DynamicActivationMixFP4WeightConfig, MixFP4WeightOnlyConfig, quantize_
+from mixfp4.nn import (
+    MixFP4DynamicActivationMixFP4WeightConfig,
+    MixFP4Linear,
+    MixFP4WeightOnlyConfig,
+    quantize_,
+)
 from mixfp4.quantize import dequantize, quantize, quantize_mixfp4, quantize_nvfp4
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.device import seed_everything
@@ -229,9 +234,12 @@ def minilm_results(n_sentences: int) -> dict[str, Any]:
     for fmt in FORMATS:
         # Quantize the weights once per format; W4A4 then only switches on activation fake-quant.
         q = quantize_(copy.deepcopy(model), MixFP4WeightOnlyConfig(fmt=fmt))
-        layers = {n: q.get_submodule(n) for n in names}
+        layers = {n: cast(MixFP4Linear, q.get_submodule(n)) for n in names}
         sqnr[fmt] = {
-            n: _sqnr_db(model.get_submodule(n).weight.detach(), layers[n].weight) for n in names
+            n: _sqnr_db(
+                cast(torch.nn.Linear, model.get_submodule(n)).weight.detach(), layers[n].weight
+            )
+            for n in names
         }
         cosine[f"{fmt} W4A16"] = float((ref * _embed(q, batch)).sum(-1).mean())
         act = MixFP4DynamicActivationMixFP4WeightConfig(fmt=fmt).activation()
