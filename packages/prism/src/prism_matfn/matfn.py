@@ -45,13 +45,13 @@ from prism_matfn.alpha import (
     fit_alpha,
 )
 from prism_matfn.errors import ConvergenceError
+from prism_matfn.fused_step import step_matrix
 from prism_matfn.inputs import (
     check_square,
     gram_t,
     identity_like,
     prepare,
     safe_frobenius_normalize,
-    square_symmetric,
 )
 from prism_matfn.sketch import gaussian_sketch
 
@@ -162,13 +162,10 @@ class PrismOptions:
 def _step_matrix(
     R: torch.Tensor, alpha: torch.Tensor, degree: int, symmetric: bool
 ) -> torch.Tensor:
-    """``g(R) = I + αR`` (degree 3) or ``I + R/2 + αR²`` (degree 5)."""
-    a = alpha.to(R.dtype)[..., None, None]
-    if degree == 3:
-        T = a * R
-    else:
-        R2 = square_symmetric(R) if symmetric else R @ R
-        T = R * 0.5 + a * R2
+    """``g(R) = I + αR`` (degree 3) or ``I + R/2 + αR²`` (degree 5, fused kernel on GPU)."""
+    if degree == 5:
+        return step_matrix(R, alpha, symmetric)
+    T = alpha.to(R.dtype)[..., None, None] * R
     T.diagonal(dim1=-2, dim2=-1).add_(1.0)
     return T
 
