@@ -7,6 +7,7 @@ versus ``ppi_py.ppi_logistic_ci`` and PPAI("mean") versus ``ppi_py.ppi_mean_ci``
 Time: ``shared_core.bench.compare`` (interleaved, median of per-pair ratios); ppi_py's numba helpers
 are compiled on a small problem first so compilation is not timed. Memory: peak traced allocation
 (``tracemalloc``; numpy reports its buffers to it) of one call each. Ratios below 1 favour PPAI.
+Both run with ``--threads`` BLAS threads (default 1: fair and stable on a shared machine).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import warnings
 
 import numpy as np
 import ppai
+from threadpoolctl import threadpool_limits
 
 from shared_core.bench import compare
 
@@ -53,8 +55,14 @@ def main() -> None:
     parser.add_argument("--T", type=int, default=100_000)
     parser.add_argument("--d", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="BLAS threads for both libraries")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args()
+    with threadpool_limits(args.threads):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     import ppi_py
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # sklearn's, inside ppi_py
