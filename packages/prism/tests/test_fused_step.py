@@ -1,9 +1,9 @@
 import pytest
 import torch
+from prism_matfn.fused_step import step_matrix, step_matrix_reference
+
 from shared_core.kernels import triton_enabled
 from shared_core.testing import assert_kernel_matches, kernel_dtypes
-
-from prism_matfn.fused_step import step_matrix, step_matrix_reference
 
 
 def test_reference_is_the_polynomial():
@@ -15,7 +15,9 @@ def test_reference_is_the_polynomial():
     for b in range(2):
         expected = I + 0.5 * R[b] + alpha[b] * R[b] @ R[b]
         torch.testing.assert_close(step_matrix_reference(R, alpha)[b], expected)
-    torch.testing.assert_close(step_matrix(R, alpha, symmetric=False), step_matrix_reference(R, alpha))
+    torch.testing.assert_close(
+        step_matrix(R, alpha, symmetric=False), step_matrix_reference(R, alpha)
+    )
 
 
 @pytest.mark.triton
