@@ -1,7 +1,7 @@
 """Reproduce the paper's claims at CPU scale: ``python -m dllm_cache.reproduce [--quick|--full]``.
 
-A TinyLLaDA trained by :mod:`dllm_cache.train` answers generated copy/reverse tasks with long
-few-shot prompts. Arms (same prompts, temperature 0): no cache; dLLM-Cache; prompt-only cache
+A TinyLLaDA trained by :mod:`dllm_cache.train` answers a generated copy task behind a long
+few-shot prompt. Arms (same prompts, temperature 0): no cache; dLLM-Cache; prompt-only cache
 (``Kr = 1``); no adaptive update (``ρ = 0``); key, attention-output and random selection at the
 same ``ρ``. Measured: counted FLOPs, wall-clock speed-up, exact match, token agreement with the
 uncached output, and the correlation between V-cosine change and attention/FFN output change.
@@ -22,13 +22,13 @@ from dllm_cache.config import PRESETS, DLLMCacheConfig
 from dllm_cache.flops import LLADA_8B, LLADA_8B_LAYERS, LLADA_8B_VOCAB, generation_flops
 from dllm_cache.model import TinyLLaDA
 from dllm_cache.sampler import generate
-from dllm_cache.tasks import MASK, TaskSpec, exact_match, make_batch
-from dllm_cache.train import train_tiny_llada
+from dllm_cache.tasks import MASK, exact_match, make_batch
+from dllm_cache.train import REPRODUCTION_SPEC, train_tiny_llada
 from shared_core.bench import compare
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report, subplots
 
-SPEC = TaskSpec()
+SPEC = REPRODUCTION_SPEC
 # Spec §5 arm (b): one block, steps = R, prompt refreshed once per generation, Kr = 4, ρ = 0.25.
 CACHED = DLLMCacheConfig(prompt_interval=100, response_interval=4, transfer_ratio=0.25)
 ARMS: dict[str, DLLMCacheConfig | None] = {
@@ -120,9 +120,9 @@ def _analytic_rows() -> list[dict[str, Any]]:
 
 def run(args: ReproduceArgs) -> Report:
     torch.set_num_threads(1)
-    n_shots = args.pick(smoke=2, quick=12, full=24)
+    n_shots = args.pick(smoke=2, quick=12, full=12)
     settings = {
-        "size": args.size, "seed": args.seed, "train_steps": args.pick(smoke=30, quick=1200, full=1200),
+        "size": args.size, "seed": args.seed, "train_steps": args.pick(smoke=30, quick=1000, full=1000),
         "model": args.pick(smoke="toy", quick="small", full="small"), "n_shots": n_shots,
         "prompt_length": SPEC.prompt_length(n_shots), "gen_length": SPEC.response_length,
         "steps": SPEC.response_length, "block_length": SPEC.response_length,
@@ -136,7 +136,11 @@ def run(args: ReproduceArgs) -> Report:
         settings,
     )
     model, losses = train_tiny_llada(
-        settings["train_steps"], size=settings["model"], seed=args.seed, cache=not args.smoke
+        settings["train_steps"],
+        size=settings["model"],
+        seed=args.seed,
+        spec=SPEC,
+        cache=not args.smoke,
     )
     g = torch.Generator().manual_seed(10_000 + args.seed)
     batches = [

@@ -24,8 +24,9 @@ VOCAB_SIZE = 18
 class TaskSpec:
     """``digits`` per string, ``response_length`` answer tokens (digits then EOS)."""
 
-    digits: int = 8
-    response_length: int = 16
+    digits: int = 4
+    response_length: int = 8
+    ops: tuple[str, ...] = ("copy", "reverse")
 
     def prompt_length(self, n_shots: int) -> int:
         return 2 + n_shots * (2 * self.digits + 2) + self.digits + 1
@@ -45,7 +46,11 @@ def make_batch(
     """``(prompts B×P, answers B×R)`` with a random operation per row."""
     if spec.digits > spec.response_length:
         raise ValueError(f"digits={spec.digits} must fit in response_length={spec.response_length}")
-    op = torch.tensor(list(OPS.values()))[torch.randint(len(OPS), (batch,), generator=generator)]
+    unknown = set(spec.ops) - set(OPS)
+    if unknown or not spec.ops:
+        raise ValueError(f"ops must be a non-empty subset of {sorted(OPS)}, got {spec.ops!r}")
+    codes = torch.tensor([OPS[name] for name in spec.ops])
+    op = codes[torch.randint(len(codes), (batch,), generator=generator)]
     parts = [torch.full((batch, 1), BOS), op[:, None]]
     for _ in range(n_shots):
         s = DIGIT0 + torch.randint(10, (batch, spec.digits), generator=generator)
