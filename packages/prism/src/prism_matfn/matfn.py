@@ -220,8 +220,8 @@ def _iterate(
     ):
         warnings.warn(
             f"{name}: RMS residual {float(history[-1].max()) / math.sqrt(n):.3g} did not reach "
-            f"tol={opts.tol} in {opts.steps} steps (rank-deficient input keeps residual 1 on its null "
-            "space)",
+            f"tol={opts.tol} in {opts.steps} steps (more steps? rank-deficient input keeps residual 1 "
+            "on its null space)",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -232,9 +232,10 @@ def _iterate(
 def _check_convergence(
     history: torch.Tensor, state: tuple[torch.Tensor, ...], n: int, name: str
 ) -> None:
-    finite = all(bool(torch.isfinite(t).all()) for t in state) and bool(
-        torch.isfinite(history).all()
-    )
+    # A sum is non-finite iff an entry is (iterates are bounded, the sum cannot overflow): one
+    # reduction instead of a boolean tensor the size of the matrix.
+    finite = all(bool(torch.isfinite(t.sum())) for t in state)
+    finite = finite and bool(torch.isfinite(history).all())
     rms = history / math.sqrt(n)
     growing = (rms[1:] > rms[:-1]) & (rms[1:] > 1.0)
     run = 0
@@ -248,10 +249,6 @@ def _check_convergence(
             f"{name} diverged: RMS residual history {worst} "
             "(for sign: is the spectrum real? for sqrt: is the matrix SPD?)"
         )
-
-
-def _finish(result: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    return result.to(out_dtype)
 
 
 def polar(G: torch.Tensor, **options: Any) -> Any:
@@ -279,7 +276,7 @@ def polar(G: torch.Tensor, **options: Any) -> Any:
     (X,), info = _iterate((X,), residual, update, n, opts, symmetric=True, name="polar")
     if transposed:
         X = X.mT
-    return (_finish(X, out_dtype), info) if opts.return_info else _finish(X, out_dtype)
+    return (X.to(out_dtype), info) if opts.return_info else X.to(out_dtype)
 
 
 def sign(A: torch.Tensor, **options: Any) -> Any:
@@ -302,7 +299,7 @@ def sign(A: torch.Tensor, **options: Any) -> Any:
         return (state[0] @ T,)
 
     (X,), info = _iterate((X,), residual, update, n, opts, symmetric=symmetric, name="sign")
-    return (_finish(X, out_dtype), info) if opts.return_info else _finish(X, out_dtype)
+    return (X.to(out_dtype), info) if opts.return_info else X.to(out_dtype)
 
 
 def _check_spd(A: torch.Tensor, name: str) -> None:
@@ -355,7 +352,7 @@ def sqrtm_and_inv(
     (Y, Z), info = _iterate((Y, Z), residual, update, n, opts, symmetric=True, name="sqrtm")
     root_c = c.sqrt()
     inv = torch.where(c > 0, Z / torch.where(c > 0, root_c, torch.ones_like(c)), torch.inf)
-    result = (_finish(Y * root_c, out_dtype), _finish(inv, out_dtype))
+    result = ((Y * root_c).to(out_dtype), inv.to(out_dtype))
     return (*result, info) if opts.return_info else result
 
 
