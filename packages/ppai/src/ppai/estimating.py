@@ -90,13 +90,19 @@ def equation_jacobian(problem: ZProblem, groups_: list[Group], theta: Array) -> 
 def newton_solve(
     problem: ZProblem, groups_: list[Group], theta0: Array, tol: float = 1e-10, max_iter: int = 50
 ) -> Array:
-    """Root of Ψ by Newton's method with backtracking on ‖Ψ‖ (exact in one step for linear ψ)."""
+    """Root of Ψ by Newton's method with backtracking on ‖Ψ‖ (exact in one step for linear ψ).
+
+    Converged when the full Newton step is below ``tol`` relative to θ (a step cut short by the
+    line search proves nothing).
+    """
     theta = np.asarray(theta0, dtype=float).copy()
     psi = equation(problem, groups_, theta)
     for _ in range(max_iter):
         J = equation_jacobian(problem, groups_, theta)
         check_invertible(problem, J, "Jacobian")
         step = np.linalg.solve(J, psi)
+        if np.linalg.norm(step) <= tol * (1 + np.linalg.norm(theta)):
+            return theta - step
         t, norm = 1.0, float(np.linalg.norm(psi))
         while True:
             candidate = theta - t * step
@@ -105,8 +111,6 @@ def newton_solve(
                 break
             t /= 2
         theta, psi = candidate, new_psi
-        if np.linalg.norm(t * step) <= tol * (1 + np.linalg.norm(theta)):
-            return theta
     raise RuntimeError(
         f"Newton's method for the {problem_name(problem)} problem did not converge in {max_iter} "
         f"iterations (‖Ψ‖ = {np.linalg.norm(psi):.3g}); the equation may have no root"
