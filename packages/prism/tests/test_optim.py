@@ -122,3 +122,15 @@ def test_shampoo_backends_agree_on_the_preconditioner():
 def test_optimizer_bad_arguments(make, kwargs, match):
     with pytest.raises(ValueError, match=match):
         make([nn.Parameter(torch.zeros(2, 2))], **kwargs)
+
+
+def test_shampoo_skips_sides_above_max_preconditioner_dim_and_newton_backend_runs():
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(3, 40))
+    opt = PrismShampoo([w], matrix_fn="newton", max_preconditioner_dim=10)
+    w.grad = torch.randn(3, 40)
+    opt.step()
+    state = opt.state[w]
+    assert "left_factor" in state and "right_factor" not in state
+    assert state["left_inv_root"].shape == (3, 3)
+    assert torch.isfinite(w).all()

@@ -154,3 +154,15 @@ def test_zeropower_via_prism_is_polar():
     G = torch.randn(12, 30, generator=torch.Generator().manual_seed(10))
     torch.testing.assert_close(pm.zeropower_via_prism(G, 5), pm.polar(G, steps=5))
     assert math.isclose(float(pm.residual(pm.zeropower_via_prism(G, 10))), 0, abs_tol=1e-4)
+
+
+def test_grid_solver_and_explicit_sketch_converge():
+    G = torch.randn(80, 20, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    X = pm.polar(G, steps=12, alpha_solver="grid")
+    torch.testing.assert_close(X, pm.baselines.svd_polar(G), atol=1e-8, rtol=0)
+    S = torch.randn(20, 4, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    _, info = pm.polar(G, steps=6, sketch=S, return_info=True)
+    _, again = pm.polar(G, steps=6, sketch=S, return_info=True)
+    assert torch.equal(info.alphas, again.alphas)
+    lo, hi = pm.ALPHA_BOUNDS[5]
+    assert bool(((info.alphas >= lo) & (info.alphas <= hi)).all())

@@ -73,3 +73,10 @@ def test_sign_of_symmetric_and_non_normal_matrices():
 def test_sign_of_rotation_raises_convergence_error():
     with pytest.raises(pm.ConvergenceError, match="diverged"):
         pm.sign(torch.tensor([[0.0, -1.0], [1.0, 0.0]]), steps=8)
+
+
+def test_batched_sqrtm_equals_looped():
+    A = torch.stack([spd(8, 50.0, seed=s) for s in range(3)])
+    Y = pm.sqrtm(A, steps=10)
+    for b in range(3):
+        torch.testing.assert_close(Y[b], pm.sqrtm(A[b], steps=10), atol=1e-12, rtol=0)
