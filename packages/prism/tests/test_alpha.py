@@ -4,7 +4,6 @@ import torch
 from prism_matfn.alpha import (
     ALPHA_BOUNDS,
     CLASSIC_ALPHA,
-    evaluate_quartic,
     evaluate_residual_map,
     fit_alpha,
     krylov_gram,
@@ -12,6 +11,10 @@ from prism_matfn.alpha import (
     objective_coefficients,
     power_hankel,
 )
+
+
+def evaluate_quartic(q, alpha):
+    return sum(q[..., k : k + 1] * alpha**k for k in range(5))
 
 
 def spec_h(r, alpha, degree):
@@ -130,3 +133,16 @@ def test_fitted_step_is_never_worse_than_classic():
             fitted = float(evaluate_residual_map(r, alpha, degree).norm())
             classic = float(evaluate_residual_map(r, CLASSIC_ALPHA[degree], degree).norm())
             assert fitted <= classic + 1e-12
+
+
+def test_cpu_and_device_code_paths_agree():
+    # minimize_quartic runs NumPy on the CPU and torch elsewhere; the torch path must give the same α.
+    from prism_matfn.alpha import _grid_newton, _grid_torch
+
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(50, 5, generator=g, dtype=torch.float64)
+    q[:, 4] = q[:, 4].abs()
+    cpu = minimize_quartic(q, (0.375, 1.45))
+    grid, powers = _grid_torch(0.375, 1.45, 65, q.device)
+    torch_path = _grid_newton(torch, q, grid, powers, 0.375, 1.45, True)
+    torch.testing.assert_close(cpu, torch_path, atol=1e-12, rtol=0)

@@ -15,7 +15,7 @@ so one fit costs ``deg h`` products ``R · (n×p)`` and a few inner products. Fo
 from __future__ import annotations
 
 import functools
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -113,28 +113,21 @@ def objective_coefficients(M: torch.Tensor, degree: int) -> torch.Tensor:
     return torch.stack(q, dim=-1)
 
 
-def evaluate_quartic(q: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """``Q(α)`` for coefficients ``q`` of shape ``(..., 5)`` and candidate α of shape ``(..., c)`` (Horner)."""
-    value = q[..., 4:5] * alpha
-    for k in (3, 2, 1):
-        value = (value + q[..., k : k + 1]) * alpha
-    return value + q[..., 0:1]
-
-
 def minimize_quartic(
     q: torch.Tensor,
     bounds: tuple[float, float],
     solver: str = "exact",
     grid_points: int = 65,
 ) -> torch.Tensor:
-    """``argmin_{α ∈ [lo, hi]} Q(α)`` for each row of ``q`` (shape ``(..., 5)``), on ``q``'s device.
+    """``argmin_{α ∈ [lo, hi]} Q(α)`` for each row of ``q`` (shape ``(..., 5)``), as float64.
 
     ``"grid"``: the author's uniform grid of ``grid_points`` (endpoints included). ``"exact"``: the same
-    grid with ``grid_points`` points, then safeguarded Newton steps on ``Q'`` from the best grid point
-    until the stationary point is found to float64 precision (a quartic has at most two minima, so a
-    grid resolves the basins and Newton converges quadratically inside one); the refined point is kept
-    only if it lowers ``Q``. Both are a handful of tiny tensor ops with no host synchronisation and no
-    LAPACK call. Ties (a flat objective, e.g. a converged iterate) go to ``lo``, the classic coefficient.
+    grid, then safeguarded Newton steps on ``Q'`` from the best grid point (a quartic has at most two
+    minima, so the grid resolves the basins and Newton converges quadratically inside one); the refined
+    point is kept only if it lowers ``Q``. Ties (a flat objective, e.g. a converged iterate) go to
+    ``lo``, the classic coefficient. On an accelerator this is a handful of tiny tensor ops with no
+    host synchronisation; on the CPU the same code runs in NumPy, whose per-op cost on five numbers is
+    a fraction of torch's.
     """
     lo, hi = bounds
     if solver not in ALPHA_SOLVERS:
@@ -143,38 +136,50 @@ def minimize_quartic(
         raise ValueError(f"alpha_grid_points must be >= 2, got {grid_points}")
     # A diverging iterate has non-finite traces: its α is irrelevant, keep the arithmetic finite.
     q = torch.nan_to_num(q.double(), nan=0.0, posinf=0.0, neginf=0.0)
-    grid, powers = _grid(lo, hi, grid_points, q.device)
-    best = grid[(q @ powers).argmin(-1)]
-    if solver == "grid":
-        return best
-    slope_coeffs = q[..., 1:] * _SLOPE.to(q.device)  # Q'(α) = Σ_k slope_k α^k
-    curvature_coeffs = q[..., 2:] * _CURVATURE.to(q.device)
-    alpha = best
-    for _ in range(_NEWTON_STEPS):
-        a_pows = alpha.unsqueeze(-1) ** _EXPONENTS.to(q.device)
-        slope = (a_pows * slope_coeffs).sum(-1)
-        curvature = (a_pows[..., :3] * curvature_coeffs).sum(-1)
-        alpha = torch.where(curvature > 0, alpha - slope / curvature, alpha).clamp(lo, hi)
-    candidates = torch.stack([best, alpha], dim=-1)
-    choice = evaluate_quartic(q, candidates).argmin(-1, keepdim=True)
-    return candidates.gather(-1, choice).squeeze(-1)
-
-
-_SLOPE = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
-_CURVATURE = torch.tensor([2.0, 6.0, 12.0], dtype=torch.float64)
-_EXPONENTS = torch.arange(4, dtype=torch.float64)
-
-
-@functools.lru_cache(maxsize=64)
-def _grid(
-    lo: float, hi: float, points: int, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The α grid and its powers ``(5, points)``, so the objective on the grid is one product."""
-    grid = torch.linspace(lo, hi, points, dtype=torch.float64, device=device)
-    return grid, grid ** torch.arange(5, dtype=torch.float64, device=device).unsqueeze(-1)
+    if q.device.type == "cpu":
+        grid, powers = _grid_numpy(lo, hi, grid_points)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            alpha = _grid_newton(np, q.numpy(), grid, powers, lo, hi, solver == "exact")
+        return torch.from_numpy(np.asarray(alpha, dtype=np.float64))
+    grid_t, powers_t = _grid_torch(lo, hi, grid_points, q.device)
+    return _grid_newton(torch, q, grid_t, powers_t, lo, hi, solver == "exact")
 
 
 _NEWTON_STEPS = 2  # from a 65-point grid: error ≲ 1e-2 → ~1e-4 → ~1e-8 (α needs no more)
+
+
+def _grid_newton(
+    xp: Any, q: Any, grid: Any, powers: Any, lo: float, hi: float, refine: bool
+) -> Any:
+    """Grid argmin, then Newton on ``Q'``; ``xp`` is ``numpy`` or ``torch`` (the calls are shared)."""
+    best = grid[xp.argmin(q @ powers, -1)]
+    if not refine:
+        return best
+    q1, q2, q3, q4 = q[..., 1], q[..., 2], q[..., 3], q[..., 4]
+    alpha = best
+    for _ in range(_NEWTON_STEPS):
+        slope = ((4 * q4 * alpha + 3 * q3) * alpha + 2 * q2) * alpha + q1
+        curvature = (12 * q4 * alpha + 6 * q3) * alpha + 2 * q2
+        alpha = xp.clip(xp.where(curvature > 0, alpha - slope / curvature, alpha), lo, hi)
+
+    def objective(a: Any) -> Any:  # Q(α) − q0
+        return (((q4 * a + q3) * a + q2) * a + q1) * a
+
+    return xp.where(objective(alpha) < objective(best), alpha, best)
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_numpy(lo: float, hi: float, points: int) -> tuple[np.ndarray, np.ndarray]:
+    grid = np.linspace(lo, hi, points)
+    return grid, grid ** np.arange(5)[:, None]
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_torch(
+    lo: float, hi: float, points: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    grid = torch.linspace(lo, hi, points, dtype=torch.float64, device=device)
+    return grid, grid ** torch.arange(5, dtype=torch.float64, device=device).unsqueeze(-1)
 
 
 def fit_alpha(
