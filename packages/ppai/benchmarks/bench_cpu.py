@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> None:
         mem_ours, mem_theirs = peak_mib(ours), peak_mib(theirs)
         row = {
             "problem": name,
+            "threads": args.threads,
             "N": args.N,
             "T": args.T,
             "d": args.d if name == "logistic" else 1,
