@@ -64,6 +64,7 @@ def token_strings(tokenizer: Any) -> list[str | None]:
     Special tokens (``all_special_ids``) are ``None``: a grammar never produces them, so they cannot
     be smuggled into a "valid" string. Byte-level tokens that are not whole UTF-8 characters decode
     to U+FFFD and are ``None`` too, which is exact for grammars over text: no valid text contains them.
+    SentencePiece pieces that start with "▁" get their leading space back.
     """
     special = set(getattr(tokenizer, "all_special_ids", ()))
     out: list[str | None] = []
@@ -72,6 +73,14 @@ def token_strings(tokenizer: Any) -> list[str | None]:
             out.append(None)
             continue
         text = tokenizer.decode([i])
+        # SentencePiece drops the leading-space marker when a token is decoded alone.
+        piece = (
+            tokenizer.convert_ids_to_tokens(i)
+            if hasattr(tokenizer, "convert_ids_to_tokens")
+            else ""
+        )
+        if isinstance(piece, str) and piece.startswith("\u2581") and not text.startswith(" "):
+            text = " " + text
         out.append(None if "\ufffd" in text else text)
     return out
 
