@@ -11,7 +11,8 @@ def ppi_py(monkeypatch):
     tens of seconds, longer than running them on these small samples."""
     module = pytest.importorskip("ppi_py")
     for name in ("_ols_get_stats", "_logistic_get_stats"):
-        monkeypatch.setattr(module.ppi, name, getattr(module.ppi, name).py_func)
+        jitted = getattr(module.ppi, name)
+        monkeypatch.setattr(module.ppi, name, getattr(jitted, "py_func", jitted))
     return module
 
 
