@@ -170,7 +170,7 @@ def test_tuning_modes(make_bandit):
     assert _fit("mean", flip).lam_ == 0.0
 
 
-def test_informative_predictions_tighten_and_perfect_ones_pull_lambda_to_one(make_bandit):
+def test_informative_predictions_tighten_and_useless_ones_get_lambda_near_zero(make_bandit):
     d = make_bandit(6, T=600, N=20000)
     ipw, tuned = _fit("mean", d, lam=0.0), _fit("mean", d)
     assert tuned.se_[0] < 0.8 * ipw.se_[0]
@@ -292,3 +292,18 @@ def test_functional_api_matches_the_estimator(make_bandit):
         d["pred_unlabeled"][:, 1],
     )
     np.testing.assert_allclose([lo, hi], lam.conf_int()[0], rtol=1e-12)
+
+
+def test_perfect_predictions_pull_lambda_to_one_and_leave_only_the_pool_variance():
+    """Spec §6.3: f = Y(a) exactly ⇒ λ̂ → 1 as N grows, and Var θ̂ → λ² Var_U(f̃) / N."""
+    rng = np.random.default_rng(12)
+    T, N = 400, 200_000
+    Y_all = rng.standard_normal((T, 2)) + [0.0, 0.3]
+    A = rng.integers(0, 2, T)
+    P = np.where(A == 1, 0.3, 0.7)  # a fixed, non-uniform design
+    Y = Y_all[np.arange(T), A]
+    pool = rng.standard_normal((N, 2)) + [0.0, 0.3]
+    fit = ppai.PPAI("mean", target_arm=1).fit(None, A, Y, P, Y, None, pool)
+    assert fit.lam_ > 0.95
+    pool_only = fit.lam_ * pool[:, 1].std(ddof=1) / np.sqrt(N)
+    assert fit.se_[0] == pytest.approx(pool_only, rel=0.1)
