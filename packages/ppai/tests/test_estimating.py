@@ -298,11 +298,12 @@ def test_perfect_predictions_pull_lambda_to_one_and_leave_only_the_pool_variance
     """Spec §6.3: f = Y(a) exactly ⇒ λ̂ → 1 as N grows, and Var θ̂ → λ² Var_U(f̃) / N."""
     rng = np.random.default_rng(12)
     T, N = 400, 200_000
-    Y_all = rng.standard_normal((T, 2)) + [0.0, 0.3]
+    means = np.array([0.0, 0.3])
+    Y_all = rng.standard_normal((T, 2)) + means
     A = rng.integers(0, 2, T)
     P = np.where(A == 1, 0.3, 0.7)  # a fixed, non-uniform design
     Y = Y_all[np.arange(T), A]
-    pool = rng.standard_normal((N, 2)) + [0.0, 0.3]
+    pool = rng.standard_normal((N, 2)) + means
     fit = ppai.PPAI("mean", target_arm=1).fit(None, A, Y, P, Y, None, pool)
     assert fit.lam_ > 0.95
     pool_only = fit.lam_ * pool[:, 1].std(ddof=1) / np.sqrt(N)
