@@ -15,7 +15,7 @@ from scipy.special import ndtr, ndtri
 from ppai.estimating import Block, covariance, lam_vector, score_stats, solve, tune_lambda
 from ppai.inputs import PROPENSITY_FLOOR, check_alpha, check_data
 from ppai.problems import Array, ZProblem, problem_name, resolve_problem
-from ppai.weighting import WEIGHTINGS, TargetPolicy, build_blocks
+from ppai.weighting import WEIGHTINGS, TargetPolicy, Weighting, build_blocks
 
 Alternative = Literal["two-sided", "larger", "smaller"]
 
@@ -127,7 +127,7 @@ class PPAI:
         clip_lam: bool = True,
         coord: int | None = None,
         lam_mode: Literal["overall", "element"] = "overall",
-        weighting: Literal["ipw", "sqrt_stabilized", "none"] = "ipw",
+        weighting: Weighting = "ipw",
         stabilizing_policy: Sequence[float] | None = None,
         alpha: float = 0.05,
         q: float = 0.5,

@@ -16,6 +16,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ppai.estimator import PPAI
+from ppai.problems import Array
 from ppai.sim import (
     UCB,
     EpsilonGreedy,
@@ -92,8 +93,10 @@ def run_cell(policy: str, predictions: str, T: int, N: int, reps: int, seed: int
     return out
 
 
-def evaluation_policy(X: np.ndarray) -> np.ndarray:
+def evaluation_policy(X: Array | None) -> Array:
     """The policy evaluated off-policy: arm 1 when the first covariate is positive, else arm 0."""
+    if X is None:
+        raise ValueError("the evaluation policy needs the contexts X")
     return np.where(X[:, :1] > 0, [0.0, 1.0], [1.0, 0.0])
 
 
@@ -132,8 +135,8 @@ def run_targets(
         truth = truths[target]
         rows[target].setdefault(method, []).append((float(lo <= truth <= hi), hi - lo, est - truth))
 
-    methods = {"labeled-only IPW": {"lam": 0.0}, "PPAI tuned λ": {}}
-    naive = {"PPI++ ignoring adaptivity": {"weighting": "none"}}
+    methods: dict[str, dict[str, Any]] = {"labeled-only IPW": {"lam": 0.0}, "PPAI tuned λ": {}}
+    naive: dict[str, dict[str, Any]] = {"PPI++ ignoring adaptivity": {"weighting": "none"}}
     for binary in (False, True):
         env = LinearContextualBandit.default(binary=binary)
         ex = simulate(
