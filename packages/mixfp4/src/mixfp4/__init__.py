@@ -7,7 +7,7 @@ swaps a model's linear layers for packed ones; ``mixfp4_mm`` multiplies through 
 
 from importlib.metadata import PackageNotFoundError, version
 
-from mixfp4 import formats
+from mixfp4 import formats, layout
 from mixfp4.datapath import mixfp4_mm
 from mixfp4.fake_quant import fake_quantize
 from mixfp4.formats import E1M2, E2M1, E2M2, E4M3, FloatFormat
@@ -48,6 +48,7 @@ __all__ = [
     "dequantize",
     "fake_quantize",
     "formats",
+    "layout",
     "load_packed",
     "load_quantized",
     "mixfp4_mm",
