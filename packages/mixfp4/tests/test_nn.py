@@ -74,6 +74,10 @@ def test_packed_tensors_round_trip_through_safetensors(tmp_path):
     path = tmp_path / "packed.safetensors"
     mixfp4.save_packed(path, tensors)
     back = mixfp4.load_packed(path)
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        assert "multiplier" in f.metadata()["mixfp4"]
     assert set(back) == set(tensors)
     for k, p in tensors.items():
         assert back[k].equal(p)

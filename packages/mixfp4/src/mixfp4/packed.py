@@ -193,6 +193,8 @@ class MX4Packed:
             "block_size": self.block_size,
             "fmt": self.fmt,
             "e1m2_mode": self.e1m2_mode,
+            # Ecosystems disagree on whether the tensor scale divides or multiplies: say which.
+            "tensor_scale_convention": "multiplier: x = v * (tensor_scale * block_scale)",
         }
 
     @classmethod
