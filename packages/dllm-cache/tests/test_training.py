@@ -1,5 +1,6 @@
 """Generated tasks and the LLaDA SFT loss."""
 
+import pytest
 import torch
 from dllm_cache import TinyLLaDA
 from dllm_cache.tasks import EOS, MASK, OPS, TaskSpec, exact_match, make_batch
@@ -56,3 +57,23 @@ def test_training_runs_and_caches(tmp_path, monkeypatch):
     assert losses_again == losses
     for a, b in zip(model.parameters(), again.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_packaged_checkpoint_solves_the_task_and_the_cache_keeps_it():
+    """The shipped reproduction model: it answers the copy task, and so does its cached run."""
+    from dllm_cache import DLLMCacheConfig, apply_dllm_cache, generate
+    from dllm_cache.train import PACKAGED, REPRODUCTION_SPEC
+
+    if not any(PACKAGED.glob("tiny-llada-*/losses.json")):
+        pytest.skip("no packaged checkpoint")
+    model, _ = train_tiny_llada(1000, spec=REPRODUCTION_SPEC)
+    spec = REPRODUCTION_SPEC
+    prompts, answers = make_batch(spec, 16, 6, torch.Generator().manual_seed(5))
+    kw = dict(
+        mask_id=MASK, gen_length=spec.response_length, block_length=spec.response_length, steps=8
+    )
+    plain = generate(model, prompts, **kw)
+    with apply_dllm_cache(model, DLLMCacheConfig(100, 4, 0.25)) as handle:
+        cached = generate(model, prompts, **kw, cache=handle.cache)
+    assert exact_match(plain, answers, spec.digits).float().mean() > 0.5
+    assert (cached == plain).float().mean() > 0.9

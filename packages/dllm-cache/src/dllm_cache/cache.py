@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from dllm_cache.adapters import BlockAdapter, resolve_adapter
 from dllm_cache.block import BlockParts, LayerCache, cached_block
 from dllm_cache.config import DLLMCacheConfig
-from dllm_cache.flops import BlockDims, Case, RowCounts, block_flops, case_of, refresh_flags
+from dllm_cache.flops import Case, RowCounts, block_flops, case_of, refresh_flags
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,8 +332,3 @@ def _patched_forward(
 
     forward._dllm_cache = True  # type: ignore[attr-defined]
     return forward
-
-
-def model_dims(handle: CacheHandle) -> list[BlockDims]:
-    """The block widths of the model under ``handle`` (for the FLOPs model)."""
-    return [handle.adapter.parts(handle.model, b).dims for b in handle.adapter.blocks(handle.model)]

@@ -31,14 +31,18 @@ from shared_core.report import Report, subplots
 SPEC = REPRODUCTION_SPEC
 # Spec §5 arm (b): one block, steps = R, prompt refreshed once per generation, Kr = 4, ρ = 0.25.
 CACHED = DLLMCacheConfig(prompt_interval=100, response_interval=4, transfer_ratio=0.25)
+# The ablations run without periodic response refresh (Kr > steps), so that the adaptive update
+# is the only way response features get fresh and the choice of rows shows.
+STRESS = dataclasses.replace(CACHED, response_interval=10_000)
 ARMS: dict[str, DLLMCacheConfig | None] = {
     "no cache": None,
     "dLLM-Cache": CACHED,
     "prompt-only (Kr=1)": dataclasses.replace(CACHED, response_interval=1),
-    "no adaptive update (ρ=0)": dataclasses.replace(CACHED, transfer_ratio=0.0),
-    "random selection": dataclasses.replace(CACHED, selection="random"),
-    "key selection": dataclasses.replace(CACHED, selection="key"),
-    "attn-out selection": dataclasses.replace(CACHED, selection="attn_out"),
+    "Kr=∞, V selection": STRESS,
+    "Kr=∞, no adaptive update (ρ=0)": dataclasses.replace(STRESS, transfer_ratio=0.0),
+    "Kr=∞, random selection": dataclasses.replace(STRESS, selection="random"),
+    "Kr=∞, key selection": dataclasses.replace(STRESS, selection="key"),
+    "Kr=∞, attn-out selection": dataclasses.replace(STRESS, selection="attn_out"),
 }
 PAPER_HOTPOTQA = 9.1
 
@@ -163,6 +167,7 @@ def run(args: ReproduceArgs) -> Report:
             "arm": name,
             "exact match": float(exact_match(out, answers, SPEC.digits).float().mean()),
             "agreement with no cache": float((out == reference).float().mean()),
+            "agreement on answer digits": float((out == reference)[:, : SPEC.digits].float().mean()),
             "FLOPs ratio (counted)": res["full_flops"] / res["flops"] if res["flops"] else 1.0,
         })  # fmt: skip
     report.table("arms", rows)
@@ -199,12 +204,13 @@ def run(args: ReproduceArgs) -> Report:
     report.claim("response caching saves beyond the prompt-only cache", "FLOPs ratio", ours["FLOPs ratio (counted)"],
                  by["prompt-only (Kr=1)"]["FLOPs ratio (counted)"], direction="higher",
                  baseline_name="prompt-only (Kr=1)")  # fmt: skip
-    for arm in ("no adaptive update (ρ=0)", "random selection", "key selection"):
-        report.claim(f"V-cosine selection agrees with no cache at least as well as {arm}",
-                     "token agreement with no cache", ours["agreement with no cache"],
-                     by[arm]["agreement with no cache"], direction="higher", baseline_name=arm,
-                     note=f"FLOPs ratio {by[arm]['FLOPs ratio (counted)']:.2f}x vs ours "
-                          f"{ours['FLOPs ratio (counted)']:.2f}x")  # fmt: skip
+    value = by["Kr=∞, V selection"]
+    for arm in ("Kr=∞, no adaptive update (ρ=0)", "Kr=∞, random selection", "Kr=∞, key selection"):
+        report.claim(f"V-cosine selection agrees with no cache at least as well as {arm.split(', ')[1]}",
+                     "agreement with no cache on the answer digits", value["agreement on answer digits"],
+                     by[arm]["agreement on answer digits"], direction="higher", baseline_name=arm,
+                     note=f"Kr=∞ (no periodic response refresh); FLOPs ratio {by[arm]['FLOPs ratio (counted)']:.2f}x "
+                          f"vs V selection {value['FLOPs ratio (counted)']:.2f}x")  # fmt: skip
 
     corr = report.cached("correlation", lambda: _v_change_correlation(model, batches[0][0], gen))
     for part in ("attn", "ffn"):
