@@ -168,7 +168,7 @@ def polar_section(report: Report, args: ReproduceArgs) -> None:
     diffs = [abs(count(c, "PRISM5", t) - count(c, "PRISM5-exact", t)) for c in cases for t in TOLERANCES
              if math.isfinite(count(c, "PRISM5", t)) and math.isfinite(count(c, "PRISM5-exact", t))]  # fmt: skip
     report.claim(
-        "sketched α (p=8) converges as fast as the exact fit", "max |Δ iterations| over cases",
+        "sketched α (p=8) converges as fast as the exact fit", "max abs. difference in iterations",
         max(diffs, default=0.0), 0.0, direction="close", tolerance=1.0, baseline_name="exact fit",
     )  # fmt: skip
     cols = 4
