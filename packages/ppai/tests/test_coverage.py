@@ -46,3 +46,29 @@ def test_coverage_within_monte_carlo_error(kind):
         assert width_ratio <= 1.02, res  # never materially wider than labeled-only
     # Ignoring the adaptivity (PPI++ on the rounds that played the arm) loses coverage.
     assert res["naive"][0] < 0.95 - 2 * BAND, res
+
+
+def test_labeled_contexts_in_a_small_pool_keep_coverage_and_narrow():
+    """With N < T the labeled contexts' predictions for every arm add real information."""
+    env = LinearContextualBandit.default()
+    ex = simulate(
+        env,
+        ThompsonSampling(clip=0.1),
+        NoisyOracle.informative(env),
+        T=1000,
+        N=500,
+        reps=REPS,
+        rng=np.random.default_rng(12),
+    )
+    out = {False: [], True: []}
+    for r in range(REPS):
+        d = ex.rep(r)
+        for lc in out:
+            fit = ppai.PPAI("mean", target_arm=1, include_labeled_contexts=lc).fit(
+                None, d["A"], d["Y"], d["propensity"], d["pred_labeled"], None, d["pred_unlabeled"]
+            )
+            lo, hi = fit.conf_int()[0]
+            out[lc].append((lo <= 0.3 <= hi, hi - lo))
+    sep, joint = np.mean(out[False], axis=0), np.mean(out[True], axis=0)
+    assert abs(joint[0] - 0.95) <= BAND, (sep, joint)
+    assert joint[1] < 0.95 * sep[1], (sep, joint)

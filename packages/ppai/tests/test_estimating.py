@@ -308,3 +308,22 @@ def test_perfect_predictions_pull_lambda_to_one_and_leave_only_the_pool_variance
     assert fit.lam_ > 0.95
     pool_only = fit.lam_ * pool[:, 1].std(ddof=1) / np.sqrt(N)
     assert fit.se_[0] == pytest.approx(pool_only, rel=0.1)
+
+
+def test_labeled_contexts_join_the_pool(make_bandit):
+    """Spec §2.2 option: the pool mean runs over the N unlabeled and the T labeled contexts."""
+    d = make_bandit(13, N=300)
+    T, N, lam = len(d["Y"]), len(d["pred_unlabeled"]), 0.6
+    fit = _fit("mean", d, lam=lam, include_labeled_contexts=True)
+    rho = (d["A"] == 1) / d["propensity"][:, 1]
+    f = d["pred_labeled"][np.arange(T), d["A"]]
+    pool = (d["pred_unlabeled"][:, 1].sum() + d["pred_labeled"][:, 1].sum()) / (N + T)
+    expected = (lam * pool + (rho * (d["Y"] - lam * f)).mean()) / (lam + (1 - lam) * rho.mean())
+    assert fit.theta_[0] == pytest.approx(expected, rel=1e-12)
+    assert _fit("mean", d, lam=0.0, include_labeled_contexts=True).theta_[0] == pytest.approx(
+        _fit("mean", d, lam=0.0).theta_[0], rel=1e-12
+    )
+    with pytest.raises(ValueError, match=r"needs pred_labeled as a \(T, K\) matrix"):
+        _fit("mean", dict(d, pred_labeled=f), include_labeled_contexts=True)
+    with pytest.raises(ValueError, match="include_labeled_contexts needs weighting='ipw'"):
+        _fit("mean", d, include_labeled_contexts=True, weighting="sqrt_stabilized")

@@ -38,7 +38,9 @@ class Block:
     played arm and weights, all length T. ``X_u``: unlabeled contexts ``(N, p)`` or ``None``;
     ``f_u``/``nu_u``: for each arm the target puts weight on, its predictions and ν weights on the pool
     (length N each). ``s``: scale of the unlabeled term. ``centre``: whether the influence of a labeled
-    prediction is taken about the unlabeled mean (square-root stabilised weights).
+    prediction is taken about the unlabeled mean (square-root stabilised weights). ``f_lc``/``nu_lc``:
+    with ``include_labeled_contexts``, the predictions and ν weights for the target's arms on the
+    *labeled* contexts, which then join the pool with weight ``s_lc = T/(N + T)`` (and ``s = N/(N + T)``).
     """
 
     X: Array | None
@@ -50,6 +52,9 @@ class Block:
     nu_u: tuple[Array, ...]
     s: float = 1.0
     centre: bool = False
+    f_lc: tuple[Array, ...] = ()
+    nu_lc: tuple[Array, ...] = ()
+    s_lc: float = 0.0
 
     @property
     def n_labeled(self) -> int:
@@ -67,6 +72,10 @@ def groups(block: Block, lam: Array) -> list[Group]:
         out.append((block.X, block.f, block.w, -lam))
         out += [
             (block.X_u, f, block.s * nu, lam) for f, nu in zip(block.f_u, block.nu_u, strict=True)
+        ]
+        out += [
+            (block.X, f, block.s_lc * nu, lam)
+            for f, nu in zip(block.f_lc, block.nu_lc, strict=True)
         ]
     return out
 
@@ -171,15 +180,27 @@ def _block_stats(problem: ZProblem, block: Block, theta: Array, pooled_jacobian:
         u = np.zeros((0, d))
     # Square-root stabilised weights: the rectifier's influence is w_t (ψ^f_t − ψ̃̄), see weighting.py.
     b = w[:, None] * (psi_f - psi_u_mean if block.centre else psi_f)
+    if block.f_lc:
+        # Labeled contexts in the pool: round t also contributes s_lc Σ_a ν ψ(θ; X_t, f(X_t, a)).
+        for f, nu in zip(block.f_lc, block.nu_lc, strict=True):
+            b -= block.s_lc * nu[:, None] * problem.psi(theta, X, f)
     H_L = problem.jacobian(theta, X, block.Y, w)
-    if pooled_jacobian and block.n_unlabeled and not getattr(problem, "jacobian_uses_y", True):
+    outcome_free = not getattr(problem, "jacobian_uses_y", True)
+    if pooled_jacobian and block.n_unlabeled and outcome_free:
         # ∂ψ does not involve y: estimate the population Jacobian on all T + N contexts (as PPI++).
         H_U = sum(
             problem.jacobian(theta, block.X_u, f, block.s * nu)
             for f, nu in zip(block.f_u, block.nu_u, strict=True)
         )
-        T, N = block.n_labeled, block.n_unlabeled
-        H = (T * H_L + N * H_U) / (T + N)
+        if block.f_lc:
+            # The pool already spans every context, weighted s = N/(N+T) and s_lc = T/(N+T).
+            H = H_U + sum(
+                problem.jacobian(theta, X, f, block.s_lc * nu)
+                for f, nu in zip(block.f_lc, block.nu_lc, strict=True)
+            )
+        else:
+            T, N = block.n_labeled, block.n_unlabeled
+            H = (T * H_L + N * H_U) / (T + N)
     else:
         H = H_L
     return a, b, u, H

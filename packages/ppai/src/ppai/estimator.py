@@ -105,6 +105,8 @@ class PPAI:
     weighting : ``"ipw"``, ``"sqrt_stabilized"`` or ``"none"`` (ignore adaptivity); see
         :mod:`ppai.weighting`.
     stabilizing_policy : π_s for ``"sqrt_stabilized"``; uniform by default.
+    include_labeled_contexts : add the labeled contexts, with their predictions for every target arm,
+        to the unlabeled pool (AIPW-style; needs ``pred_labeled`` as a ``(T, K)`` matrix).
     alpha : default error level of :meth:`conf_int`, in (0, 1).
     q : quantile level for ``problem="quantile"``.
     propensity_floor : warn when a logged propensity is below it.
@@ -129,6 +131,7 @@ class PPAI:
         lam_mode: Literal["overall", "element"] = "overall",
         weighting: Weighting = "ipw",
         stabilizing_policy: Sequence[float] | None = None,
+        include_labeled_contexts: bool = False,
         alpha: float = 0.05,
         q: float = 0.5,
         propensity_floor: float = PROPENSITY_FLOOR,
@@ -143,6 +146,7 @@ class PPAI:
         self.lam_mode = lam_mode
         self.weighting = weighting
         self.stabilizing_policy = stabilizing_policy
+        self.include_labeled_contexts = include_labeled_contexts
         self.alpha = alpha
         self.q = q
         self.propensity_floor = propensity_floor
@@ -219,6 +223,7 @@ class PPAI:
             target_policy=self.target_policy,
             weighting=self.weighting,
             stabilizing_policy=self.stabilizing_policy,
+            include_labeled_contexts=self.include_labeled_contexts,
         )
         fit = fit_blocks(
             problem, blocks, lam, lam_mode=self.lam_mode, coord=self.coord, clip_lam=self.clip_lam

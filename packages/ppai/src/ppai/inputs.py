@@ -19,7 +19,8 @@ class AdaptiveData:
 
     ``pi`` is the propensity of the played arm, ``f`` the prediction for the played arm, ``f_u`` the
     ``(N, K)`` predictions on the pool (one column when a single target arm was given as a vector,
-    stored in that arm's column with the others NaN).
+    stored in that arm's column with the others NaN), ``f_all`` the ``(T, K)`` predictions for every
+    arm on the labeled contexts when they were given.
     """
 
     X: Array | None
@@ -30,6 +31,7 @@ class AdaptiveData:
     X_u: Array | None
     f_u: Array
     K: int
+    f_all: Array | None = None
 
     @property
     def T(self) -> int:
@@ -174,4 +176,4 @@ def check_data(
         full = np.full((N, K), np.nan)
         full[:, target_arms[0]] = F_u
         F_u = full
-    return AdaptiveData(X_, A_, Y_, pi, f, X_u, F_u, K)
+    return AdaptiveData(X_, A_, Y_, pi, f, X_u, F_u, K, F if F.ndim == 2 else None)

@@ -8,12 +8,16 @@
   a random multiple of the target, so the unlabeled term is scaled by ``s = mean(w)`` and the
   conditional variances ``π_t w_t²`` no longer depend on the policy — the martingale CLT needs no
   policy convergence. Valid for a single target arm when the policy does not depend on the context.
+* ``include_labeled_contexts`` (IPW only, spec §2.2): the labeled contexts join the pool with their
+  predictions for every target arm (AIPW-style), the pool weighted ``N/(N+T)`` and the labeled
+  contexts ``T/(N+T)``; each round's influence then includes its own pool term.
 * ``"none"``: ignore the adaptivity — the rounds that played the target arm taken as an i.i.d. sample
   (PPI++ on that subsample). The baseline that loses coverage.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -64,6 +68,22 @@ def _arm_block(data: AdaptiveData, arm: int, weighting: str, stabilizer: Array) 
     return Block(data.X, data.Y, data.f, w, data.X_u, (f_u,), ones, s=float(w.mean()), centre=True)
 
 
+def _with_labeled_contexts(block: Block, data: AdaptiveData, arms: list[int], nu_l: Array) -> Block:
+    if data.f_all is None:
+        raise ValueError(
+            "include_labeled_contexts needs pred_labeled as a (T, K) matrix: predictions for every "
+            "arm on the labeled contexts"
+        )
+    T, N = data.T, data.N
+    return dataclasses.replace(
+        block,
+        s=N / (N + T),
+        f_lc=tuple(data.f_all[:, a] for a in arms),
+        nu_lc=tuple(nu_l[:, a] for a in arms),
+        s_lc=T / (N + T),
+    )
+
+
 def build_blocks(
     data: AdaptiveData,
     *,
@@ -71,33 +91,39 @@ def build_blocks(
     target_policy: TargetPolicy | None = None,
     weighting: str = "ipw",
     stabilizing_policy: Sequence[float] | None = None,
+    include_labeled_contexts: bool = False,
 ) -> list[Block]:
     """One :class:`Block` per target arm, or one for the target policy."""
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    if include_labeled_contexts and weighting != "ipw":
+        raise ValueError(f"include_labeled_contexts needs weighting='ipw', got {weighting!r}")
     if target_policy is not None:
         if weighting != "ipw":
             raise ValueError(f"a target policy needs weighting='ipw', got {weighting!r}")
         nu_l = policy_matrix(target_policy, data.X, data.T, data.K, "the labeled contexts")
         nu_u = policy_matrix(target_policy, data.X_u, data.N, data.K, "the unlabeled contexts")
         w = nu_l[np.arange(data.T), data.A] / data.pi
-        arms = [a for a in range(data.K) if nu_u[:, a].any()]
+        arms = [a for a in range(data.K) if nu_u[:, a].any() or nu_l[:, a].any()]
         missing = [a for a in arms if data.N and np.isnan(data.f_u[:, a]).any()]
         if missing:
             raise ValueError(
                 f"pred_unlabeled has no predictions for arm(s) {missing} of the target policy"
             )
-        return [
-            Block(
-                data.X,
-                data.Y,
-                data.f,
-                w,
-                data.X_u,
-                tuple(data.f_u[:, a] for a in arms),
-                tuple(nu_u[:, a] for a in arms),
-            )
-        ]
+        block = Block(
+            data.X,
+            data.Y,
+            data.f,
+            w,
+            data.X_u,
+            tuple(data.f_u[:, a] for a in arms),
+            tuple(nu_u[:, a] for a in arms),
+        )
+        return (
+            [_with_labeled_contexts(block, data, arms, nu_l)]
+            if include_labeled_contexts
+            else [block]
+        )
     if not target_arms:
         raise ValueError(
             "give a target arm (target_arm=...) or a target policy (target_policy=...)"
@@ -114,6 +140,14 @@ def build_blocks(
             or abs(stabilizer.sum() - 1) > 1e-6
         ):
             raise ValueError(
-                f"stabilizing_policy must be {data.K} positive probabilities summing to 1, got {stabilizer}"
+                f"stabilizing_policy must be {data.K} positive probabilities summing to 1, "
+                f"got {stabilizer}"
             )
-    return [_arm_block(data, int(a), weighting, stabilizer) for a in target_arms]
+    blocks = [_arm_block(data, int(a), weighting, stabilizer) for a in target_arms]
+    if include_labeled_contexts:
+        # A target arm's ν is a point mass on it, at every labeled context.
+        blocks = [
+            _with_labeled_contexts(b, data, [int(a)], np.tile(np.eye(data.K)[a], (data.T, 1)))
+            for b, a in zip(blocks, target_arms, strict=True)
+        ]
+    return blocks
