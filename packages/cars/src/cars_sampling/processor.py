@@ -122,11 +122,11 @@ class CARSLogitsProcessor:
         if self.style == "cars" and fresh:
             self.trie.apply_cone(node, self.constraint.allowed_mask())
             self._pending = True
-            weights = node.probs()
+            weights = self.trie.weights(node, theta=False)
         elif self.style == "rs" or (self.style == "rsft" and len(self._nodes) > 1):
-            weights = node.probs()
+            weights = self.trie.weights(node, theta=False)
         else:
-            weights = node.weights()
+            weights = self.trie.weights(node)
         out = torch.log(weights).to(scores.dtype).to(scores.device)
         return out.unsqueeze(0)
 

@@ -188,7 +188,7 @@ class CARSSampler:
         """The proposal's normaliser: the model mass not yet known to be invalid (1 before learning)."""
         if self.trie.root is None or self.style == "rs":
             return 1.0
-        return self.trie.root.z()
+        return self.trie.z(self.trie.root)
 
     def _logp(self, tokens: Sequence[int]) -> torch.Tensor:
         lp = self.lm.logprobs([*self._prompt, *tokens])
@@ -228,11 +228,11 @@ class CARSSampler:
             if style == "cars" and node.born == k and len(nodes) > 1:
                 self._cone(node)
                 pending = True
-                weights = node.probs()
+                weights = trie.weights(node, theta=False)
             elif style == "rs" or (style == "rsft" and len(nodes) > 1):
-                weights = node.probs()
+                weights = trie.weights(node, theta=False)
             else:
-                weights = node.weights()
+                weights = trie.weights(node)
             tok = draw(weights, float(self._rng.random()))
             if tok < 0:
                 if len(nodes) == 1:

@@ -17,6 +17,7 @@ Two node layouts hold the same numbers:
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -184,15 +185,46 @@ Node = DenseNode | SparseNode
 
 
 class Trie:
-    """The prefix trie of one (prompt, constraint) run, dense or sparse, with a memory guard."""
+    """The prefix trie of one (prompt, constraint) run, dense or sparse, with a memory guard.
 
-    def __init__(self, *, sparse: bool = True, max_bytes: int | None = None) -> None:
+    Sampling weights of recently visited nodes are kept in a small LRU cache (``cache_bytes``, not
+    counted in :attr:`nbytes`): the upper nodes are visited by every attempt, and recomputing
+    ``p ⊙ θ`` there dominated the sampler's own cost.
+    """
+
+    def __init__(
+        self, *, sparse: bool = True, max_bytes: int | None = None, cache_bytes: int = 32 << 20
+    ) -> None:
         self.sparse = sparse
         self.max_bytes = max_bytes
+        self.cache_bytes = cache_bytes
         self.root: Node | None = None
         self.n_nodes = 0
         self._sparse_entries = 0
         self._base_bytes = 0
+        self._cache: OrderedDict[tuple[int, bool], tuple[Node, torch.Tensor]] = OrderedDict()
+
+    def weights(self, node: Node, theta: bool = True) -> torch.Tensor:
+        """``p ⊙ θ`` (``theta=True``) or ``p`` at ``node``, from the cache when possible."""
+        key = (id(node), theta)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is node:
+            self._cache.move_to_end(key)
+            return hit[1]
+        w = node.weights() if theta else node.probs()
+        self._cache[key] = (node, w)
+        if len(self._cache) * 8 * w.numel() > self.cache_bytes:
+            self._cache.popitem(last=False)
+        return w
+
+    def z(self, node: Node) -> float:
+        """``Z_u = Σ p_u θ_u``: the sparse O(1) form when it is accurate, else a (cached) sum."""
+        if isinstance(node, SparseNode) and node.removed < 0.5:
+            return node.z()
+        return float(self.weights(node).sum())
+
+    def _uncache(self, node: Node) -> None:
+        self._cache.pop((id(node), True), None)
 
     def new_node(self, logp: torch.Tensor, born: int) -> Node:
         """A detached node for ``logp``; raises :class:`TrieMemoryError` past ``max_bytes``."""
@@ -224,14 +256,18 @@ class Trie:
         if isinstance(node, SparseNode) and node.allowed is None:
             self._base_bytes += (node.logp.numel() + 7) // 8
         node.apply_cone(allowed)
+        self._uncache(node)
 
     def set_theta(self, node: Node, token: int, value: float) -> None:
         self._sparse_entries += node.set_theta(token, value)
+        hit = self._cache.get((id(node), True))
+        if hit is not None and hit[0] is node:
+            hit[1][token] = node.prob(token) * node.get_theta(token)
 
     def propagate(self, nodes: Sequence[Node], tokens: Sequence[int]) -> None:
         """Restore the invariant along a path, bottom-up: ``θ_{u_i}(a_i) = Z_{u_{i+1}}``."""
         for i in range(len(nodes) - 2, -1, -1):
-            self.set_theta(nodes[i], tokens[i], nodes[i + 1].z())
+            self.set_theta(nodes[i], tokens[i], self.z(nodes[i + 1]))
 
     @property
     def nbytes(self) -> int:
