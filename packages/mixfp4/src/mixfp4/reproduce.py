@@ -21,6 +21,7 @@ from typing import Any, cast
 import torch
 
 from mixfp4.datapath import mixfp4_mm
+from mixfp4.evaluation import perplexity
 from mixfp4.nn import (
     MixFP4DynamicActivationMixFP4WeightConfig,
     MixFP4Linear,
@@ -297,19 +298,6 @@ def _section_minilm(report: Report, args: ReproduceArgs) -> None:
 # ---------------------------------------------------------------------------------------------
 # 3. tiny LM perplexity
 # ---------------------------------------------------------------------------------------------
-def _perplexity(model: torch.nn.Module, windows: torch.Tensor) -> float:
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for w in windows.split(8):
-            logits = model(input_ids=w).logits[:, :-1].float()
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]), w[:, 1:].reshape(-1), reduction="sum"
-            )
-            total += float(loss)
-            count += w[:, 1:].numel()
-    return math.exp(total / count)
-
-
 def tiny_lm_results(steps: int, n_windows: int, seed: int) -> dict[str, Any]:
     from shared_core.data import stdlib_corpus, train_val_split
     from shared_core.models import train_tiny_lm
@@ -323,14 +311,14 @@ def tiny_lm_results(steps: int, n_windows: int, seed: int) -> dict[str, Any]:
     n = min(n_windows, val.numel() // seq)
     windows = val[: n * seq].reshape(n, seq)
     model = trained.model.float().eval()
-    ppl = {"fp32": _perplexity(model, windows)}
+    ppl = {"fp32": perplexity(model, windows)}
     # The LM head stays in high precision, as in the usual W4A4 recipes.
     keep = lambda m, fqn: fqn != "lm_head"  # noqa: E731
     for fmt in FORMATS:
         q = quantize_(
             copy.deepcopy(model), MixFP4DynamicActivationMixFP4WeightConfig(fmt=fmt), keep
         )
-        ppl[fmt] = _perplexity(q, windows)
+        ppl[fmt] = perplexity(q, windows)
     return {"ppl": ppl, "steps": steps, "tokens": int(windows[:, 1:].numel())}
 
 
