@@ -71,7 +71,9 @@ def groups(block: Block, lam: Array) -> list[Group]:
     if np.any(lam != 0):
         out.append((block.X, block.f, block.w, -lam))
         out += [
-            (block.X_u, f, block.s * nu, lam) for f, nu in zip(block.f_u, block.nu_u, strict=True)
+            (block.X_u, f, block.s * nu, lam)
+            for f, nu in zip(block.f_u, block.nu_u, strict=True)
+            if block.n_unlabeled
         ]
         out += [
             (block.X, f, block.s_lc * nu, lam)

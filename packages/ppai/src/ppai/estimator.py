@@ -46,9 +46,12 @@ def fit_blocks(
     zero = np.zeros(D)
     pilot = [solve(problem, b, zero[:d]) for b, d in zip(blocks, dims, strict=True)]
     lam_v = None if lam is None else lam_vector(lam, D)
-    if (lam_v is None or np.any(lam_v != 0)) and any(b.n_unlabeled < 2 for b in blocks):
+    # The pool is the unlabeled contexts, plus the labeled ones with include_labeled_contexts.
+    pool = [b.n_unlabeled + (b.n_labeled if b.f_lc else 0) for b in blocks]
+    if (lam_v is None or np.any(lam_v != 0)) and min(pool) < 2:
         raise ValueError(
-            "PPAI needs at least 2 unlabeled contexts; pass lam=0 for the labeled-only estimator"
+            "PPAI needs at least 2 unlabeled contexts (or include_labeled_contexts=True); pass "
+            "lam=0 for the labeled-only estimator"
         )
     if lam_v is None:
         if coord is not None and not 0 <= coord < D:
