@@ -84,3 +84,12 @@ def test_baseline_bad_coefficients():
         pm.baselines.newton_schulz(G, 5, "cubic5")
     with pytest.raises(ValueError, match="triples"):
         pm.baselines.newton_schulz(G, 5, [(1.0, 2.0)])
+
+
+def test_check_finite_false_is_the_silent_fast_path():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no all-zero warning, no host-side checks
+        out = pm.polar(torch.zeros(6, 4), check_finite=False)
+    assert torch.equal(out, torch.zeros(6, 4))

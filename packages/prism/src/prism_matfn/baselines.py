@@ -51,7 +51,7 @@ def newton_schulz(
     transposed = X.shape[-2] < X.shape[-1]
     if transposed:
         X = X.mT
-    X, _ = safe_frobenius_normalize(X, "newton_schulz")
+    X, _ = safe_frobenius_normalize(X, "newton_schulz", warn=check_finite)
     X = X / input_scale
     n = X.shape[-1]
     track = return_info or tol is not None

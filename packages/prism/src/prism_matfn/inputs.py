@@ -44,16 +44,19 @@ def check_square(A: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} expects square matrices, got shape {tuple(A.shape)}")
 
 
-def safe_frobenius_normalize(X: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+def safe_frobenius_normalize(
+    X: torch.Tensor, name: str, warn: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``X / ‖X‖_F`` per matrix without under- or overflow, and ``‖X‖_F``.
 
     Dividing by the largest entry first keeps norms near 1e-30 (or 1e30) exact: an ``eps`` added to the
     norm, as Muon does, silently returns a tiny non-orthogonal matrix when ``‖X‖_F < eps``. All-zero
-    matrices give zeros and a ``RuntimeWarning``, never NaN.
+    matrices give zeros and (with ``warn``, which costs a host synchronisation) a ``RuntimeWarning``,
+    never NaN.
     """
     peak = X.abs().amax(dim=(-2, -1), keepdim=True)
     zero = peak == 0
-    if bool(zero.any()):
+    if warn and bool(zero.any()):
         warnings.warn(
             f"{name}: all-zero input matrix, returning zeros", RuntimeWarning, stacklevel=3
         )

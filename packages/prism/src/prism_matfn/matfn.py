@@ -21,7 +21,10 @@ Options shared by every function (keyword-only):
   bounds beyond the convergent range need ``allow_unsafe=True``.
 - ``alpha_solver``: ``"exact"`` (grid + Newton on ``Q'``, to float64 precision) or ``"grid"``;
   both run on the tensor's device without a host synchronisation.
-- ``compute_dtype`` (None: float64 stays, everything else runs in float32), ``check_finite``.
+- ``compute_dtype`` (None: float64 stays, everything else runs in float32).
+- ``check_finite`` (True): reject NaN/Inf input, warn on all-zero input, raise on divergence. These
+  are the only host synchronisations besides ``tol`` and ``return_info``: ``check_finite=False`` (what
+  the optimizers use) makes a call run without any.
 - ``return_info``: also return :class:`PrismInfo` (α per step, residual history).
 
 A diverging run (residual non-finite, or growing three steps in a row above RMS 1) raises
@@ -188,9 +191,11 @@ def _iterate(
         S = torch.eye(n, dtype=X0.dtype, device=X0.device)  # exact Krylov Gram of a non-symmetric R
     alphas: list[torch.Tensor] = []
     norms: list[torch.Tensor] = []
+    track = opts.check_finite or opts.return_info or opts.tol is not None
     R = residual(state)
     for k in range(opts.steps):
-        norms.append(torch.linalg.matrix_norm(R).double())
+        if track:
+            norms.append(torch.linalg.matrix_norm(R).double())
         if opts.tol is not None and bool((norms[-1] <= opts.tol * math.sqrt(n)).all()):
             break
         if opts.fit == "fixed" or k < opts.fixed_alpha_steps:
@@ -212,7 +217,8 @@ def _iterate(
         if opts.steps and (opts.return_info or opts.tol is not None):
             norms.append(torch.linalg.matrix_norm(R).double())
     history = torch.stack(norms).cpu() if norms else torch.zeros(0, *batch, dtype=torch.float64)
-    _check_convergence(history, state, n, name)
+    if opts.check_finite:
+        _check_convergence(history, state, n, name)
     if (
         opts.tol is not None
         and history.numel()
@@ -225,7 +231,9 @@ def _iterate(
             RuntimeWarning,
             stacklevel=3,
         )
-    a = torch.stack(alphas).cpu() if alphas else torch.zeros(0, *batch, dtype=torch.float64)
+    # Copying α to the host synchronises: only when asked for.
+    keep = alphas and opts.return_info
+    a = torch.stack(alphas).cpu() if keep else torch.zeros(0, *batch, dtype=torch.float64)
     return state, PrismInfo(a, history, len(alphas), n)
 
 
@@ -264,7 +272,7 @@ def polar(G: torch.Tensor, **options: Any) -> Any:
     transposed = X.shape[-2] < X.shape[-1]
     if transposed:
         X = X.mT
-    X, _ = safe_frobenius_normalize(X, "polar")
+    X, _ = safe_frobenius_normalize(X, "polar", warn=opts.check_finite)
     n = X.shape[-1]
 
     def residual(state: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -289,7 +297,7 @@ def sign(A: torch.Tensor, **options: Any) -> Any:
     X, out_dtype = prepare(A, "sign", opts.compute_dtype, opts.check_finite)
     check_square(X, "sign")
     symmetric = bool(torch.equal(X, X.mT))
-    X, _ = safe_frobenius_normalize(X, "sign")
+    X, _ = safe_frobenius_normalize(X, "sign", warn=opts.check_finite)
     n = X.shape[-1]
 
     def residual(state: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -339,7 +347,7 @@ def sqrtm_and_inv(
         Y = Y + ridge * torch.eye(Y.shape[-1], dtype=Y.dtype, device=Y.device)
     if check_psd:
         _check_spd(Y, "sqrtm")
-    Y, c = safe_frobenius_normalize(Y, "sqrtm")
+    Y, c = safe_frobenius_normalize(Y, "sqrtm", warn=opts.check_finite)
     n = Y.shape[-1]
     Z = identity_like(Y, n).clone()
 
