@@ -26,6 +26,7 @@ def test_weight_only_layers_compute_with_the_dequantized_weight():
     torch.testing.assert_close(model(_x()), expected)
     assert model[0].weight_codes.dtype == torch.uint8
     assert "fmt=mixfp4" in repr(model)
+    assert repr(model[0].packed).startswith("MX4Packed(fmt='mixfp4', shape=(64, 40), block_size=16")
 
 
 def test_w4a4_quantizes_activations_dynamically():

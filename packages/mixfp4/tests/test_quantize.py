@@ -128,6 +128,14 @@ def test_mixfp4_block_error_never_exceeds_nvfp4(data, log_scale):
     err_mix, err_nv = _per_block_sse(x, mix), _per_block_sse(x, nv)
     assert bool((err_mix <= err_nv).all())
     assert float(err_mix.sum()) <= float(err_nv.sum())
+    # the other selectors keep the guarantee for their own metric
+    for selector in ("mae", "absmax"):
+        other = mixfp4.quantize_mixfp4(x, selector=selector)
+        err = {
+            k: block_error(_blocks(mixfp4.dequantize(p)) - _blocks(x), selector)
+            for k, p in (("mix", other), ("nv", nv))
+        }
+        assert bool((err["mix"] <= err["nv"]).all())
 
 
 @pytest.mark.parametrize("selector", ["mse", "mae", "absmax"])

@@ -109,6 +109,13 @@ class MX4Packed:
                 "an NVFP4 tensor has scale bytes with bit 7 set (unsigned E4M3 scales)"
             )
 
+    def __repr__(self) -> str:
+        extra = f", e1m2_mode={self.e1m2_mode!r}" if self.fmt == "mixfp4" else ""
+        return (
+            f"MX4Packed(fmt={self.fmt!r}, shape={self.shape}, block_size={self.block_size}{extra}, "
+            f"tensor_scale={float(self.tensor_scale):.6g}, device={self.codes.device})"
+        )
+
     # -- views ---------------------------------------------------------------------------------
     @property
     def padded_k(self) -> int:
