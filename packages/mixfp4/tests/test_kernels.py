@@ -74,3 +74,13 @@ def test_fused_kernel_on_every_e2m1_tie_and_e4m3_boundary():
         ref = mixfp4.quantize_mixfp4(x, tensor_scale=1.0, backend="torch", **fmt_kwargs)
         got = mixfp4.quantize_mixfp4(x, tensor_scale=1.0, backend="triton", **fmt_kwargs)
         assert got.equal(ref)
+
+
+def test_fused_kernel_with_padding_and_nan_blocks():
+    x = _x((3, 40), torch.float32, seed=2)
+    x[1, 20] = float("nan")
+    kwargs = {"nan_policy": "propagate"}
+    ref = mixfp4.quantize_mixfp4(x, backend="torch", **kwargs)
+    got = mixfp4.quantize_mixfp4(x, backend="triton", **kwargs)
+    assert got.equal(ref)
+    assert int(got.scales[1, 1]) == 0x7F

@@ -2,8 +2,8 @@
 
 Each program takes ``ROWS`` blocks of ``BLOCK`` elements, keeps them in registers, computes the block
 absmax, the E4M3 scale and the 4-bit codes of the E2M1 candidate and of the E1M2 candidate, their
-block errors (float64, as the reference), and writes the chosen codes (one per byte; the nibble packing
-is a cheap torch op afterwards) and the flagged scale byte. The torch reference in
+block errors (float64, as the reference), and writes the chosen codes packed two per byte and the
+flagged scale byte. The torch reference in
 :mod:`mixfp4.quantize` is the oracle: the parity test asks for identical bits.
 
 Rounding without a table: every grid here is a piecewise-uniform float grid, so round-to-nearest-even
@@ -141,7 +141,11 @@ if HAS_TRITON:
             code, byte, raw = code_a, byte_a, raw_a
         else:
             code, byte, raw = code_b, byte_b | 0x80, raw_b
-        tl.store(codes_ptr + offs, code.to(tl.uint8), mask=row_ok[:, None])
+        # Two codes per byte, element 2j in the low nibble.
+        low, high = tl.split(tl.reshape(code, (ROWS, BLOCK // 2, 2)))
+        half = tl.arange(0, BLOCK // 2)
+        packed_offs = rows[:, None] * (BLOCK // 2) + half[None, :]
+        tl.store(codes_ptr + packed_offs, (low | (high << 4)).to(tl.uint8), mask=row_ok[:, None])
         tl.store(scales_ptr + rows, byte.to(tl.uint8), mask=row_ok)
         tl.store(saturated_ptr + rows, (raw > 448.0).to(tl.int8), mask=row_ok)
 
@@ -155,7 +159,7 @@ def mixfp4_quantize_triton(
     e1m2_multiplier: float,
     scale_min: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Triton twin of ``_mixfp4_reference``: element codes ``[..., K]``, scale bytes, saturated mask.
+    """Triton twin of ``_mixfp4_reference``: packed codes ``[..., K/2]``, scale bytes, saturated mask.
 
     ``x`` is the padded, finite float32 input; ``block_size`` must be a power of two.
     """
@@ -165,7 +169,7 @@ def mixfp4_quantize_triton(
         raise ValueError(f"the triton kernel needs a power-of-two block_size, got {block_size}")
     flat = x.contiguous().reshape(-1, block_size)
     n_blocks = flat.shape[0]
-    codes = torch.empty(flat.shape, dtype=torch.uint8, device=x.device)
+    codes = torch.empty(n_blocks, block_size // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(n_blocks, dtype=torch.uint8, device=x.device)
     saturated = torch.empty(n_blocks, dtype=torch.int8, device=x.device)
     if n_blocks:
@@ -182,4 +186,5 @@ def mixfp4_quantize_triton(
             SELECTOR=SELECTORS.index(selector),
         )  # fmt: skip
     nb_shape = (*x.shape[:-1], x.shape[-1] // block_size)
-    return codes.reshape(x.shape), scales.reshape(nb_shape), saturated.reshape(nb_shape).bool()
+    packed_shape = (*x.shape[:-1], x.shape[-1] // 2)
+    return codes.reshape(packed_shape), scales.reshape(nb_shape), saturated.reshape(nb_shape).bool()

@@ -250,7 +250,7 @@ def _mixfp4_reference(
     scale_min: str,
     noise: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Pure-torch MixFP4 on padded finite float32 ``x``: element codes, scale bytes, saturated mask."""
+    """Pure-torch MixFP4 on padded finite float32 ``x``: packed codes, scale bytes, saturated mask."""
     amax = block_absmax(x, block_size, backend="torch")
     blocks = x.reshape(*x.shape[:-1], -1, block_size)
     if noise is not None:
@@ -275,7 +275,7 @@ def _mixfp4_reference(
         byte = torch.where(pick, b["byte"], a["byte"])
         raw = torch.where(pick, b["raw"], a["raw"])
     byte = byte | (pick.to(torch.uint8) * FLAG)
-    return codes.reshape(x.shape), byte, raw > E4M3_MAX
+    return pack_nibbles(codes.reshape(x.shape)), byte, raw > E4M3_MAX
 
 
 def quantize_mixfp4(
@@ -392,9 +392,9 @@ def _quantize_e4m3(
         _saturation_warning(int(saturated.sum()), saturated.numel())
     if bad_blocks is not None:
         byte = torch.where(bad_blocks, torch.tensor(SCALE_MAGNITUDE, dtype=torch.uint8), byte)
-        codes = codes.masked_fill(bad_blocks.repeat_interleave(block_size, dim=-1), 0)
+        codes = codes.masked_fill(bad_blocks.repeat_interleave(block_size // 2, dim=-1), 0)
     return MX4Packed(
-        codes=pack_nibbles(codes),
+        codes=codes,
         scales=byte,
         tensor_scale=s_t.reshape(()).clone(),
         shape=shape,
