@@ -58,6 +58,8 @@ def test_invariant_monotone_and_acceptance_closed_form(sparse_toy, style, sparse
         assert z <= z_prev + 1e-15
         z_prev = z
         for node in sampler.trie.nodes():
+            # The LRU cache of sampling weights must track every θ update.
+            assert torch.allclose(sampler.trie.weights(node), node.weights(), rtol=0, atol=1e-15)
             theta = node.theta_vector()
             if id(node) in previous_theta:
                 assert (theta <= previous_theta[id(node)] + 1e-15).all()
