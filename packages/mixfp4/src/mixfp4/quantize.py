@@ -1,6 +1,6 @@
 """NVFP4, MXFP4 and MixFP4 quantization into :class:`~mixfp4.packed.MX4Packed`, and decoding.
 
-NVFP4 (torchao ``_nvfp4_quantize`` order of operations, ModelOpt zero-block rule by default)::
+NVFP4 (torchao 0.18 ``nvfp4_quantize`` order of operations, ModelOpt zero-block rule by default)::
 
     s_t = amax(|X|) / (448 · 6)
     s_b = E4M3_RNE(clamp((amax_b / 6) / s_t, lo, 448))          per 16-element block
@@ -313,7 +313,8 @@ def quantize_mixfp4(
             gradients; uses ``generator``).
         pad: ``"zero"`` pads a last dim that is not a multiple of ``block_size``; ``"error"`` raises.
         nan_policy: ``"raise"`` on NaN/Inf; ``"propagate"`` gives their blocks the NaN scale byte 0x7F.
-        backend: ``"torch"`` (the reference), ``"triton"`` (fused kernel) or ``"auto"``.
+        backend: ``"torch"`` (the reference), ``"triton"`` (fused kernel) or ``"auto"``; stochastic
+            rounding always runs the torch path.
     """
     return _quantize_e4m3(
         x,
