@@ -52,8 +52,12 @@ def safe_frobenius_normalize(
     Dividing by the largest entry first keeps norms near 1e-30 (or 1e30) exact: an ``eps`` added to the
     norm, as Muon does, silently returns a tiny non-orthogonal matrix when ``‖X‖_F < eps``. All-zero
     matrices give zeros and (with ``warn``, which costs a host synchronisation) a ``RuntimeWarning``,
-    never NaN.
+    never NaN. Half-precision input is normalised in float32 (the sum of squares would overflow
+    float16) and returned in its own dtype.
     """
+    if X.dtype in (torch.float16, torch.bfloat16):
+        Y, norm = safe_frobenius_normalize(X.float(), name, warn)
+        return Y.to(X.dtype), norm
     peak = X.abs().amax(dim=(-2, -1), keepdim=True)
     zero = peak == 0
     if warn and bool(zero.any()):
@@ -70,8 +74,8 @@ def safe_frobenius_normalize(
 def gram_t(X: torch.Tensor) -> torch.Tensor:
     """``Xᵀ X`` over the last two dims.
 
-    shared-core's :func:`~shared_core.kernels.gram` (half the flops, triton on GPU) accumulates in
-    float32, so float64 keeps a plain matmul.
+    shared-core's :func:`~shared_core.kernels.gram` (half the flops, triton on GPU); float64 keeps a
+    plain matmul, because the first shared-core 0.1 release accumulated float64 in float32.
     """
     if X.dtype == torch.float64:
         return X.mT @ X
