@@ -69,7 +69,7 @@ def _toy_run(seed: int, n: int) -> dict[str, Any]:
             "tv": total_variation(emp, exact.probs),
             "kl": kl_divergence(emp, exact.probs),
             "acceptance": res.n_valid / res.n_attempts,
-            "lm_calls_per_valid": res.n_forward_passes / max(res.n_valid, 1),
+            "forward_passes_per_valid": res.n_forward_passes / max(res.n_valid, 1),
             "unique": len(emp),
             "entropy": entropy(emp),
         }
@@ -99,7 +99,7 @@ def exactness(args: ReproduceArgs, report: Report) -> None:
                     "KL": m["kl"],
                     "noise-floor KL": statistics.mean(r["floor_kl"]),
                     "acceptance": m["acceptance"],
-                    "LM calls / valid": m["lm_calls_per_valid"],
+                    "forward passes / valid": m["forward_passes_per_valid"],
                     "unique": m["unique"],
                     "entropy": m["entropy"],
                     "exact entropy": r["exact_entropy"],
