@@ -166,6 +166,7 @@ def run(args: ReproduceArgs) -> Report:
         rows.append({
             "arm": name,
             "exact match": float(exact_match(out, answers, SPEC.digits).float().mean()),
+            "answer digits right": float((out == answers)[:, : SPEC.digits].float().mean()),
             "agreement with no cache": float((out == reference).float().mean()),
             "agreement on answer digits": float((out == reference)[:, : SPEC.digits].float().mean()),
             "FLOPs ratio (counted)": res["full_flops"] / res["flops"] if res["flops"] else 1.0,
