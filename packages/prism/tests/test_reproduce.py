@@ -8,7 +8,7 @@ def test_reproduce_smoke_writes_a_report(tmp_path):
     report = Report.load(tmp_path)
     assert report.package == "prism-matfn"
     assert (tmp_path / "report.md").exists()
-    assert len(report.claims) == 11
+    assert len(report.claims) == 12
     assert all(isinstance(c.held, bool) for c in report.claims)
     assert {f.name for f in report.figures} == {"polar_residuals", "training_curves"}
     rows = report.tables["Polar: iterations to RMS residual (float64)"]
