@@ -33,6 +33,7 @@ def train(model, opt, X, Y, steps):
     [
         (PrismMuon, {"lr": 0.02, "adam_lr": 3e-3}),
         (PrismMuon, {"lr": 0.02, "adam_lr": 3e-3, "nesterov": False, "degree": 3, "fit": "exact"}),
+        (PrismMuon, {"lr": 0.02, "adam_lr": 3e-3, "spectral_rescale": True}),
         (PrismShampoo, {"lr": 3e-3, "precondition_frequency": 5}),
         (PrismShampoo, {"lr": 3e-3, "root": 4, "matrix_fn": "eigh", "grafting": None}),
     ],

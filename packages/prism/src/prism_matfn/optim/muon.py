@@ -47,6 +47,8 @@ class PrismMuon(torch.optim.Optimizer):
         adjust_lr: shape scaling, see :func:`muon_scale`.
         adam_lr, adam_betas, adam_eps: the AdamW rule for the other parameters.
         compute_dtype: dtype of the polar iteration (None: float32, or bfloat16 on CUDA).
+        spectral_rescale: the author's later power-iteration rescale before PRISM (on in the
+            author's latest code; off here by default, see :func:`prism_matfn.polar`).
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class PrismMuon(torch.optim.Optimizer):
         adam_betas: tuple[float, float] = (0.9, 0.95),
         adam_eps: float = 1e-8,
         compute_dtype: torch.dtype | None = None,
+        spectral_rescale: bool = False,
     ) -> None:
         if lr < 0 or adam_lr < 0:
             raise ValueError(f"learning rates must be >= 0, got lr={lr}, adam_lr={adam_lr}")
@@ -82,7 +85,8 @@ class PrismMuon(torch.optim.Optimizer):
             lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay, ns_steps=ns_steps,
             degree=degree, sketch_dim=sketch_dim, sketch_seed=sketch_seed, fit=fit,
             alpha_solver=alpha_solver, adjust_lr=adjust_lr, adam_lr=adam_lr, adam_betas=adam_betas,
-            adam_eps=adam_eps, compute_dtype=compute_dtype, use_muon=None,
+            adam_eps=adam_eps, compute_dtype=compute_dtype, spectral_rescale=spectral_rescale,
+            use_muon=None,
         )  # fmt: skip
         super().__init__(params, defaults)
 
@@ -103,7 +107,7 @@ class PrismMuon(torch.optim.Optimizer):
         O = polar(
             update, steps=group["ns_steps"], degree=group["degree"], fit=group["fit"],
             sketch=sketch if group["fit"] == "sketch" else None, alpha_solver=group["alpha_solver"],
-            compute_dtype=dtype, check_finite=False,
+            compute_dtype=dtype, check_finite=False, spectral_rescale=group["spectral_rescale"],
         )  # fmt: skip
         # Frobenius norm √min(m, n) as the author does: an exact polar factor has it already, a
         # truncated one is brought to it so the step size does not depend on how far PRISM got.
