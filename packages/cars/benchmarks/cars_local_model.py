@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from cars_sampling import CARSSampler, empirical, entropy, gcd_sample
 from cars_sampling.grammars import GRAMMARS
-from cars_sampling.transformers_lm import TransformersLM
+from cars_sampling.transformers_lm import TransformersLM, stop_token_ids
 
 
 def main() -> None:
@@ -45,10 +45,7 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=dtype).to(device)
     # The full stop-token set: the tokenizer's EOS and the generation config's (chat EOS ids).
-    eos = {tok.eos_token_id}
-    gen_eos = getattr(model.generation_config, "eos_token_id", None)
-    eos |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos])
-    eos.discard(None)
+    eos = stop_token_ids(model, tok)
     lm = TransformersLM(model, tok)
 
     if args.grammar in GRAMMARS:

@@ -149,3 +149,13 @@ def test_logits_processor_runs_inside_generate(model):
     with pytest.raises(ValueError, match="batch size above one"):
         proc.begin(1)
         proc(torch.zeros(2, 1, dtype=torch.long), torch.zeros(2, V))
+
+
+def test_stop_token_ids_collects_every_source(model):
+    from cars_sampling.transformers_lm import stop_token_ids
+
+    class Tok:
+        eos_token_id = 7
+
+    model.generation_config.eos_token_id = [1, 11]
+    assert stop_token_ids(model, Tok()) == sorted({1, 11, 7, model.config.eos_token_id})

@@ -26,9 +26,12 @@ from cars_sampling.exact import (
     kl_divergence,
     total_variation,
 )
+from cars_sampling.llguidance_backend import LLGuidanceConstraint
 from cars_sampling.lm import NextTokenLM, ToyLM
+from cars_sampling.processor import CARSLogitsProcessor, generate_kwargs
 from cars_sampling.regex import RegexDFA
 from cars_sampling.sampler import STYLES, CARSSampler, CARSStats, SampleResult
+from cars_sampling.transformers_lm import TransformersLM, sequence_logprob, stop_token_ids
 from cars_sampling.trie import Trie, invariant_error
 
 try:
@@ -38,18 +41,21 @@ except PackageNotFoundError:  # a source tree that is not installed
 
 __all__ = [
     "STYLES",
+    "CARSLogitsProcessor",
     "CARSSampler",
     "CARSStats",
     "Constraint",
     "DFAConstraint",
     "ExactDistribution",
     "GrammarError",
+    "LLGuidanceConstraint",
     "NextTokenLM",
     "PrefixPredicateConstraint",
     "RegexDFA",
     "SampleResult",
     "TableDFA",
     "ToyLM",
+    "TransformersLM",
     "Trie",
     "TrieMemoryError",
     "__version__",
@@ -59,9 +65,12 @@ __all__ = [
     "entropy",
     "exact_distribution",
     "gcd_sample",
+    "generate_kwargs",
     "invariant_error",
     "kl_divergence",
     "rejection_sample",
+    "sequence_logprob",
+    "stop_token_ids",
     "token_strings",
     "total_variation",
 ]

@@ -165,3 +165,25 @@ def sequence_logprob(lm: TransformersLM, prompt_ids: Sequence[int], tokens: Sequ
     logp = torch.log_softmax(logits, -1)
     positions = range(len(ids) - n - 1, len(ids) - 1)
     return float(sum(logp[p, t] for p, t in zip(positions, tokens, strict=True)))
+
+
+def stop_token_ids(model: Any, tokenizer: Any = None) -> list[int]:
+    """Every token id that ends generation: the tokenizer's EOS and the generation config's.
+
+    Chat models often stop on several ids (e.g. ``<|eot_id|>`` besides ``<|end_of_text|>``); a
+    constraint must know all of them, or a stop token would escape the grammar mid-string.
+    """
+    ids: set[int] = set()
+    for source in (
+        getattr(model, "generation_config", None),
+        getattr(model, "config", None),
+        tokenizer,
+    ):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    if not ids:
+        raise ValueError("neither the model nor the tokenizer names an EOS token; pass the ids")
+    return sorted(ids)
