@@ -102,7 +102,7 @@ class PrismMuon(torch.optim.Optimizer):
     def orthogonalize(
         self, update: torch.Tensor, group: dict[str, Any], sketch: torch.Tensor
     ) -> torch.Tensor:
-        """The scaled polar factor of a 2-D update (overridden by the distributed variant)."""
+        """The scaled polar factor of a 2-D update (override to swap the orthogonaliser)."""
         dtype = group["compute_dtype"] or (torch.bfloat16 if update.is_cuda else torch.float32)
         O = polar(
             update, steps=group["ns_steps"], degree=group["degree"], fit=group["fit"],
