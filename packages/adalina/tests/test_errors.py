@@ -114,3 +114,19 @@ def test_errors_do_not_hide_in_baselines():
         ShapIQ(1).approximate(10, game)
     with pytest.raises(ValueError, match="n must be >= 2"):
         sampling_distribution(1)
+
+
+def test_get_params_and_repr_follow_scikit_learn():
+    est = Adalina(5, (4, 1), batch_size=7, random_state=3)
+    assert est.get_params() == {
+        "n": 5,
+        "semivalue": (4, 1),
+        "gamma": "adaptive",
+        "include_extremes": False,
+        "paired": False,
+        "batch_size": 7,
+        "random_state": 3,
+    }
+    assert repr(est) == "Adalina(n=5, semivalue=(4, 1), batch_size=7, random_state=3)"
+    assert repr(ShapIQ(6)) == "ShapIQ(n=6)"
+    assert "size_distribution=array" in repr(LinearApprox(5, size_distribution=np.ones(4) / 4))

@@ -18,6 +18,7 @@ constant), keeping ``2n + 2`` floats of state.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import warnings
 from collections.abc import Sequence
@@ -58,6 +59,13 @@ class SemiValueResult:
     std_error: np.ndarray | None = None
     checkpoint_queries: np.ndarray | None = None
     trajectory: np.ndarray | None = None
+
+
+def _same(value: Any, default: Any) -> bool:
+    # arrays (a size distribution) never equal a default of None
+    return value is default or (
+        not isinstance(value, np.ndarray) and type(value) is type(default) and value == default
+    )
 
 
 def _check_random_state(random_state: RandomState) -> np.random.Generator:
@@ -117,6 +125,25 @@ class SemiValueApproximator:
         self.semivalue = semivalue
         self.batch_size = batch_size
         self.random_state = random_state
+
+    # -- parameters (scikit-learn's get_params / repr) ---------------------------------------------
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        signature = inspect.signature(cls.__init__)
+        return [p for p in signature.parameters if p != "self"]
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's parameters as stored (scikit-learn's ``get_params``, no nesting)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def __repr__(self) -> str:
+        defaults = inspect.signature(type(self).__init__).parameters
+        shown = [
+            f"{name}={value!r}"
+            for name, value in self.get_params().items()
+            if name == "n" or not _same(value, defaults[name].default)
+        ]
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     # -- checks ------------------------------------------------------------------------------------
     def _validate(self) -> None:
