@@ -14,7 +14,7 @@ optionally on top of another constraint). Lark/EBNF/JSON-schema grammars come th
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -88,7 +88,8 @@ def token_strings(tokenizer: Any) -> list[str | None]:
 class Automaton(Protocol):
     """What :class:`DFAConstraint` needs from a DFA: dead states are those that are not ``live``."""
 
-    start: Hashable
+    @property
+    def start(self) -> Any: ...
 
     def step(self, state: Any, symbol: Any) -> Any: ...
 
@@ -105,7 +106,7 @@ class TableDFA:
 
     def __init__(
         self,
-        transitions: dict[tuple[Hashable, Hashable], Hashable],
+        transitions: Mapping[Any, Hashable],
         start: Hashable,
         accepting: Sequence[Hashable] | set[Hashable] | frozenset[Hashable],
     ) -> None:

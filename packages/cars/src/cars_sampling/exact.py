@@ -74,7 +74,8 @@ def exact_distribution(
             elif len(prefix) + 1 == max_new_tokens:
                 replay(prefix)
                 if constraint.advance(tok) and constraint.is_accepting():
-                    probs[(*prefix, tok)] = math.exp(lp_tok)
+                    full = (*prefix, tok)
+                    probs[full] = math.exp(lp_tok)
             else:
                 stack.append(((*prefix, tok), lp_tok))
             if len(probs) > max_strings:

@@ -97,12 +97,12 @@ class CARSLogitsProcessor:
             )
         generated = input_ids[0, self._prompt_len :].tolist()
         if not self._nodes:
-            if self.trie.root is None:
-                self.trie.set_root(self._logp(scores), born=self.attempts)
+            root = self.trie.root
+            if root is None:
+                root = self.trie.set_root(self._logp(scores), born=self.attempts)
                 if self.style in ("cars", "rsft"):
-                    self.trie.apply_cone(self.trie.root, self.constraint.allowed_mask())
-            assert self.trie.root is not None
-            self._nodes.append(self.trie.root)
+                    self.trie.apply_cone(root, self.constraint.allowed_mask())
+            self._nodes.append(root)
         elif not self._failed:
             node, tok = self._nodes[-1], generated[-1]
             if not self.constraint.advance(tok):

@@ -15,7 +15,7 @@ import math
 import statistics
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from cars_sampling.exact import (
 )
 from cars_sampling.grammars import GRAMMARS
 from cars_sampling.lm import ToyLM
-from cars_sampling.sampler import STYLES, CARSSampler
+from cars_sampling.sampler import STYLES, CARSSampler, Style
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report, subplots
 
@@ -61,7 +61,7 @@ def _toy_run(seed: int, n: int) -> dict[str, Any]:
             )
         else:
             sampler = CARSSampler(
-                lm, constraint, style=run, max_new_tokens=TOY_MAX_NEW_TOKENS, seed=seed
+                lm, constraint, style=cast(Style, run), max_new_tokens=TOY_MAX_NEW_TOKENS, seed=seed
             )
             res = sampler.sample(n_samples=n, max_attempts=200 * n)
         emp = empirical(res.token_ids)
@@ -197,7 +197,12 @@ def _neural_run(
         )
     else:
         sampler = CARSSampler(
-            lm, constraint, tokenizer=tok, style=run, max_new_tokens=max_new_tokens, seed=seed
+            lm,
+            constraint,
+            tokenizer=tok,
+            style=cast(Style, run),
+            max_new_tokens=max_new_tokens,
+            seed=seed,
         )
         res = sampler.sample(prompt, n_samples=n, max_attempts=attempts)
     seconds = time.perf_counter() - start

@@ -55,7 +55,7 @@ class _Node:
     def __init__(self, logp: torch.Tensor, born: int) -> None:
         self.logp = logp
         self.lse = float(torch.logsumexp(logp.to(torch.float64), 0))
-        self.children: dict[int, _Node] = {}
+        self.children: dict[int, Node] = {}
         self.born = born
 
     def probs(self) -> torch.Tensor:
