@@ -64,6 +64,7 @@ def test_prefix_predicate_on_top_of_a_grammar():
     assert c.allowed_mask().tolist() == [False, True, True, False]
     assert c.advance(2) and c.is_accepting()
     assert not c.advance(2)
+    assert c.decode([0, 2]) == "ac"
 
 
 def test_accept_all_allows_every_token_and_eos():

@@ -374,6 +374,11 @@ class PrefixPredicateConstraint:
         mask[eos] = self.is_accepting()
         return mask
 
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """The base constraint's text for ``token_ids`` (ids joined by spaces without one)."""
+        decode = getattr(self.base, "decode", None)
+        return decode(token_ids) if callable(decode) else " ".join(map(str, token_ids))
+
 
 def accept_all(vocab_size: int, eos_token_ids: int | Sequence[int]) -> PrefixPredicateConstraint:
     """The constraint whose language is every string: all styles then reduce to ancestral sampling."""
