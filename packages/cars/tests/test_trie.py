@@ -175,3 +175,19 @@ def test_new_prompt_or_grammar_resets_the_trie(toy):
     sampler.constraint = DFAConstraint.from_regex("c+", VOCAB, EOS)
     sampler.sample([1], n_samples=1)
     assert sampler.trie is not before
+
+
+@pytest.mark.parametrize("pattern", ["(ab|c)+a?", "[ab]*c", "a(bc|cb)*b?c", "(a|b|c){2,4}"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_closed_form_across_languages_and_models(pattern, seed):
+    from cars_sampling import ToyLM
+
+    lm = ToyLM(4, EOS, seed=seed, sharpness=2.0)
+    c = DFAConstraint.from_regex(pattern, VOCAB, EOS)
+    exact = exact_distribution(lm, c, max_new_tokens=5)
+    for style in ("cars", "ars"):
+        sampler = CARSSampler(lm, c, style=style, max_new_tokens=5, seed=seed)
+        sampler.sample(n_samples=10**6, max_attempts=25)
+        assert invariant_error(sampler.trie) < 1e-12
+        expected = exact.mass / sampler.z_root
+        assert proposal_mass(sampler, lm, exact, 5) == pytest.approx(expected, rel=1e-9)
