@@ -43,7 +43,7 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     tok = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=dtype).to(device)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).to(device)
     # The full stop-token set: the tokenizer's EOS and the generation config's (chat EOS ids).
     eos = stop_token_ids(model, tok)
     lm = TransformersLM(model, tok)

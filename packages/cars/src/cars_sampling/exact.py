@@ -116,4 +116,4 @@ def kl_divergence(p: Mapping[tuple[int, ...], float], q: Mapping[tuple[int, ...]
 
 def entropy(p: Mapping[tuple[int, ...], float]) -> float:
     """Shannon entropy in nats."""
-    return -sum(x * math.log(x) for x in p.values() if x > 0)
+    return 0.0 - sum(x * math.log(x) for x in p.values() if x > 0)  # 0.0 - : no "-0.0"
