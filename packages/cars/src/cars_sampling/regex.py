@@ -31,7 +31,12 @@ class CharSet:
     negated: bool = False
 
     def __contains__(self, ch: str) -> bool:
-        hit = ch in self.chars or any(lo <= ch <= hi for lo, hi in self.ranges)
+        hit = ch in self.chars
+        if not hit:
+            for lo, hi in self.ranges:  # a plain loop: this is the DFA builder's hot spot
+                if lo <= ch <= hi:
+                    hit = True
+                    break
         return hit != self.negated
 
 
