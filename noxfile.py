@@ -155,9 +155,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(tags=["ci"])
 def typecheck(session: nox.Session) -> None:
-    """mypy on shared-core (more packages join as their annotations settle)."""
-    _install(session, "mypy", "-e", f"packages/{CORE}")
-    session.run("mypy", f"packages/{CORE}/src")
+    """mypy over every package's sources, shared-core's types included (it ships py.typed)."""
+    _install(session, "mypy", *_editable([CORE, *METHODS]))
+    session.run("mypy", *[f"packages/{folder}/src" for folder in PACKAGES])
 
 
 def _readme_table() -> dict[str, tuple[str, str]]:

@@ -21,12 +21,11 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 SCHEMA = 1
 Direction = Literal["lower", "higher", "close"]
 DIRECTIONS: tuple[str, ...] = ("lower", "higher", "close")
-T = TypeVar("T")
 
 
 def claim_holds(ours: float, baseline: float, direction: str, tolerance: float = 0.0) -> bool:
@@ -182,20 +181,24 @@ class Report:
         return all(c.held for c in self.claims)
 
     # -- resume --------------------------------------------------------------------------------
-    def cached(self, key: str, compute: Callable[[], T]) -> T:
-        """``compute()``, or its stored JSON result from an earlier run with the same settings."""
+    def cached(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, or its stored JSON result from an earlier run with the same settings.
+
+        The result goes through JSON, so return what JSON keeps (dicts, lists, numbers, strings):
+        a tuple comes back as a list, on the first run too.
+        """
         digest = hashlib.sha256(
             json.dumps([key, self.settings], sort_keys=True, default=_json_default).encode()
         ).hexdigest()[:16]
         path = self.out / "checkpoints" / f"{key}-{digest}.json"
         if path.exists():
             return json.loads(path.read_text())
-        value = compute()
+        text = json.dumps(compute(), default=_json_default)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(value, default=_json_default))
+        tmp.write_text(text)
         tmp.replace(path)
-        return value
+        return json.loads(text)
 
     # -- output --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
