@@ -15,9 +15,13 @@ def test_reference_is_the_polynomial():
     for b in range(2):
         expected = I + 0.5 * R[b] + alpha[b] * R[b] @ R[b]
         torch.testing.assert_close(step_matrix_reference(R, alpha)[b], expected)
-    torch.testing.assert_close(
-        step_matrix(R, alpha, symmetric=False), step_matrix_reference(R, alpha)
-    )
+    # A non-symmetric R (sign of a non-normal matrix) must square as R @ R, not through the Gram R Rᵀ.
+    N = torch.randn(2, 5, 5, generator=g, dtype=torch.float32)
+    a32 = alpha.float()
+    for b in range(2):
+        expected = torch.eye(5) + 0.5 * N[b] + a32[b] * N[b] @ N[b]
+        torch.testing.assert_close(step_matrix(N, a32, symmetric=False)[b], expected)
+    assert not torch.allclose(step_matrix(N, a32, symmetric=True), step_matrix(N, a32, False))
 
 
 @pytest.mark.triton

@@ -40,6 +40,7 @@ def prepare(
 
 
 def check_square(A: torch.Tensor, name: str) -> None:
+    """Raise ``ValueError`` naming ``A``'s shape unless its last two dims are equal."""
     if A.shape[-1] != A.shape[-2]:
         raise ValueError(f"{name} expects square matrices, got shape {tuple(A.shape)}")
 
@@ -72,22 +73,21 @@ def safe_frobenius_normalize(
 
 
 def gram_t(X: torch.Tensor) -> torch.Tensor:
-    """``Xᵀ X`` over the last two dims.
-
-    shared-core's :func:`~shared_core.kernels.gram` (half the flops, triton on GPU); float64 keeps a
-    plain matmul, because the first shared-core 0.1 release accumulated float64 in float32.
-    """
+    """``Xᵀ X`` over the last two dims: shared-core's :func:`~shared_core.kernels.gram` (half the flops,
+    triton on GPU), except float64, whose plain matmul keeps float64 on every device (shared-core's
+    triton kernel accumulates in float32; its CPU reference would keep float64 too)."""
     if X.dtype == torch.float64:
         return X.mT @ X
     return gram(X.mT)
 
 
 def square_symmetric(R: torch.Tensor) -> torch.Tensor:
-    """``R @ R`` for a symmetric ``R`` (``gram(R) = R Rᵀ = R²``)."""
+    """``R @ R`` for a symmetric ``R`` (``gram(R) = R Rᵀ = R²``); float64 as in :func:`gram_t`."""
     if R.dtype == torch.float64:
         return R @ R
     return gram(R)
 
 
 def identity_like(X: torch.Tensor, n: int) -> torch.Tensor:
+    """The ``n×n`` identity in ``X``'s dtype and device, broadcast over ``X``'s batch dims (a view)."""
     return torch.eye(n, dtype=X.dtype, device=X.device).expand(*X.shape[:-2], n, n)
