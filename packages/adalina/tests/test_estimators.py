@@ -37,12 +37,12 @@ class CountingGame:
         return self.inner(masks)
 
 
-@pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("include_extremes", [False, True])
-def test_constant_game_gives_exactly_zero(seed, include_extremes):
-    est = Adalina(N, 0.3, include_extremes=include_extremes, random_state=seed)
-    result = est.approximate(57, lambda m: np.full(m.shape[0], 3.7))
-    assert np.all(result.values == 0.0)
+def test_constant_game_gives_exactly_zero(include_extremes):
+    for seed in range(5):
+        est = Adalina(N, 0.3, include_extremes=include_extremes, random_state=seed)
+        result = est.approximate(57, lambda m: np.full(m.shape[0], 3.7))
+        assert np.all(result.values == 0.0), seed
 
 
 @pytest.mark.parametrize("sv", ["shapley", 0.2, (16, 1)])
@@ -50,7 +50,8 @@ def test_translation_and_scaling(game, sv):
     base = Adalina(N, sv, random_state=4).approximate(300, game).values
     shifted = Adalina(N, sv, random_state=4).approximate(300, TabularGame(game.values + 1e3)).values
     scaled = Adalina(N, sv, random_state=4).approximate(300, TabularGame(-2.5 * game.values)).values
-    np.testing.assert_allclose(shifted, base, atol=1e-9 * 1e3)
+    # accumulation is centred on the first utility, so an offset of 1e3 costs no precision
+    np.testing.assert_allclose(shifted, base, rtol=0, atol=1e-11)
     np.testing.assert_allclose(scaled, -2.5 * base, rtol=1e-12, atol=1e-13)
 
 
@@ -98,9 +99,21 @@ def test_adalina_all_matches_its_formula(game):
     masks = draw_coalitions(np.random.default_rng(9), m, N, q, size_support(N, True))
     a = sample_vectors(masks, *sample_vector_coefficients(N, sv, q, include_extremes=True))
     u = game(masks)
-    np.testing.assert_allclose(
-        got.values, a.mean(0) @ np.eye(N) * 0 + (a.T @ u) / m - a.mean(0) * u.mean()
-    )
+    # no extreme queries, no shift: mean a(S) U(S) - mean a(S) * mean U(S)
+    np.testing.assert_allclose(got.values, (a.T @ u) / m - a.mean(0) * u.mean(), rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("sv", "include_extremes"), [("shapley", False), ((4, 1), False), (0.3, True)]
+)
+def test_adalina_is_the_fixed_gamma_estimator_at_its_own_gamma(game, sv, include_extremes):
+    # Adalina and the fixed-γ estimators share the sample stream for a seed, so the reproduction's
+    # "Adalina vs γ = midpoint" comparison is paired: the two differ only in γ.
+    ada = Adalina(N, sv, include_extremes=include_extremes, random_state=12).approximate(333, game)
+    fixed = LinearApprox(
+        N, sv, gamma=ada.gamma, include_extremes=include_extremes, random_state=12
+    ).approximate(333, game)
+    np.testing.assert_allclose(ada.values, fixed.values, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("sv", ["shapley", 0.8, (2, 2)])
@@ -201,10 +214,11 @@ def test_large_n_runs_in_linear_memory():
     v = np.random.default_rng(0).normal(size=n)
     est = Adalina(n, 0.5, random_state=0, batch_size=1000)
     result = est.approximate(4 * n, lambda m: m @ v)
-    # binomial weights of n = 1500 overflow when formed directly; the estimate must stay finite
-    # and informative on an additive game (the truth is v)
+    # binomial weights of n = 1500 overflow when formed directly; on an additive game (the truth
+    # is v) the estimate stays finite and its standard errors cover v at the nominal rate
     assert np.all(np.isfinite(result.values))
-    assert np.corrcoef(result.values, v)[0, 1] > 0.3
+    covered = np.abs(result.values - v) <= 1.96 * result.std_error
+    assert 0.9 <= covered.mean() <= 0.98
     assert est._sum_a.shape == (n,)  # the O(n) state
 
 

@@ -10,12 +10,12 @@ ALL = [SemiValue.shapley(), *paper_semivalues(), SemiValue.beta_shapley(0.5, 0.2
 
 
 @pytest.mark.parametrize("sv", ALL, ids=str)
-@pytest.mark.parametrize("n", [2, 3, 10, 57, 500])
-def test_weights_sum_to_one(sv, n):
-    w = sv.weights(n)
-    assert w.shape == (n,)
-    assert np.all(w >= 0)
-    assert math.isclose(w.sum(), 1.0, rel_tol=1e-12)
+def test_weights_sum_to_one(sv):
+    for n in (2, 3, 10, 57, 500):
+        w = sv.weights(n)
+        assert w.shape == (n,)
+        assert np.all(w >= 0)
+        assert math.isclose(w.sum(), 1.0, rel_tol=1e-12), n
 
 
 def test_shapley_weights_are_uniform():
