@@ -26,6 +26,7 @@ from adalina.estimators import (
     NotFittedError,
     RandomState,
     SemiValueApproximator,
+    _ExtremesMixin,
 )
 from adalina.sampling import draw_coalitions, kernel_size_distribution, sampling_distribution
 from adalina.semivalues import SemiValue, SemiValueLike, check_n_players
@@ -34,35 +35,6 @@ from adalina.semivalues import SemiValue, SemiValueLike, check_n_players
 def _require(sv: SemiValue, kind: str, estimator: str) -> None:
     if sv.kind != kind:
         raise ValueError(f"{estimator} is defined for the {kind} value only, got {sv.name}")
-
-
-class _ExtremesMixin:
-    """Keeps ``U(∅)`` and ``U([n])`` (centred by the first utility seen) and drops them from a batch."""
-
-    _n: int
-    _u_empty: float | None
-    _u_full: float | None
-    _ref: float | None
-
-    def _take_extremes(
-        self, masks: np.ndarray, values: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        if self._ref is None and values.size:
-            self._ref = float(values[0])
-        centred = values - (self._ref or 0.0)
-        sizes = masks.sum(axis=1)
-        empty, full = sizes == 0, sizes == self._n
-        if empty.any():
-            self._u_empty = float(centred[empty][-1])
-        if full.any():
-            self._u_full = float(centred[full][-1])
-        keep = ~(empty | full)
-        return masks[keep], centred[keep]
-
-    def _extremes(self) -> tuple[float, float]:
-        if self._u_empty is None or self._u_full is None:
-            raise NotFittedError("U(∅) and U([n]) have not been queried yet")
-        return self._u_empty, self._u_full
 
 
 class ShapIQ(LinearSpaceEstimator):

@@ -280,7 +280,36 @@ class SemiValueApproximator:
         )
 
 
-class LinearSpaceEstimator(SemiValueApproximator):
+class _ExtremesMixin:
+    """Keeps ``U(∅)`` and ``U([n])`` (centred by the first utility seen) and drops them from a batch."""
+
+    _n: int
+    _u_empty: float | None
+    _u_full: float | None
+    _ref: float | None
+
+    def _take_extremes(
+        self, masks: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if self._ref is None and values.size:
+            self._ref = float(values[0])
+        centred = values - (self._ref or 0.0)
+        sizes = masks.sum(axis=1)
+        empty, full = sizes == 0, sizes == self._n
+        if empty.any():
+            self._u_empty = float(centred[empty][-1])
+        if full.any():
+            self._u_full = float(centred[full][-1])
+        keep = ~(empty | full)
+        return masks[keep], centred[keep]
+
+    def _extremes(self) -> tuple[float, float]:
+        if self._u_empty is None or self._u_full is None:
+            raise NotFittedError("U(∅) and U([n]) have not been queried yet")
+        return self._u_empty, self._u_full
+
+
+class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
     """The linear-space estimator ``phi_hat(γ)`` with a fixed ``γ`` (unbiased) or Adalina's ``γ = Ū``.
 
     Parameters
@@ -428,23 +457,16 @@ class LinearSpaceEstimator(SemiValueApproximator):
     def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
         if values.size == 0:
             return
-        if self._ref is None:
-            self._ref = float(values[0])
-        centred = values - self._ref
-        sizes = masks.sum(axis=1)
-        keep = slice(None)
-        if not self.include_extremes:
-            empty, full = sizes == 0, sizes == self._n
-            if empty.any():
-                self._u_empty = float(centred[empty][-1])
-            if full.any():
-                self._u_full = float(centred[full][-1])
-            keep = ~(empty | full)
-            masks, centred = masks[keep], centred[keep]
+        if self.include_extremes:  # the extremes are ordinary samples
+            if self._ref is None:
+                self._ref = float(values[0])
+            centred = values - self._ref
+        else:
+            masks, centred = self._take_extremes(masks, values)
         # a(S) = 1_S (inside_s + outside_s) - outside_s: one pass over the coalitions serves both
         # sums without building the (batch, n) matrix of sample vectors
         # and a_i(S)^2 = 1_S (inside_s^2 - outside_s^2) + outside_s^2 likewise
-        sizes = sizes[keep]
+        sizes = masks.sum(axis=1)
         inside, outside = self._inside[sizes], self._outside[sizes]
         both, base = inside + outside, outside
         diff, base2 = inside**2 - outside**2, outside**2

@@ -40,8 +40,9 @@ def evaluate(game: GameLike, masks: np.ndarray) -> np.ndarray:
     """``game(masks)`` as a float64 ``(batch,)`` array, or an error naming the fault.
 
     Raises ``TypeError`` with a hint when the game fails on a boolean matrix the way a game written
-    for index lists does (``TypeError``, ``IndexError`` or ``KeyError`` on the call), and ``ValueError`` on a wrong output shape or a non-finite value (naming
-    the first offending coalition).
+    for index lists does (``TypeError``, ``IndexError`` or ``KeyError`` on the call), and
+    ``ValueError`` on a wrong output shape or a non-finite value (naming the first offending
+    coalition).
     """
     try:
         raw = game(masks)
@@ -208,9 +209,10 @@ class DataValuationGame(Game):
 
     ``model`` is a scikit-learn estimator (cloned for every coalition). ``scoring`` is ``None``
     (``model.score``), a scorer name for ``sklearn.metrics.get_scorer`` or a callable
-    ``(fitted, X, y) -> float``. A coalition the model cannot be trained or scored on (the empty one, a classifier
-    seeing one class, fewer points than a k-NN's k) is worth ``default_score``, as in pyDVL. Fitting dominates, so set
-    ``n_jobs`` to use the machine's cores (or a Dask/Ray joblib backend).
+    ``(fitted, X, y) -> float``. A coalition the model cannot be trained or scored on (the empty
+    one, a classifier seeing one class, fewer points than a k-NN's k) is worth ``default_score``, as
+    in pyDVL. Fitting dominates, so set ``n_jobs`` to use the machine's cores (or a Dask/Ray joblib
+    backend).
     """
 
     def __init__(

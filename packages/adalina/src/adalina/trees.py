@@ -39,7 +39,9 @@ def _raw_output(model: Any, x: np.ndarray, output: int) -> float:
     return float(raw[output if raw.size > 1 else 0])
 
 
-def path_dependent_values(tree: Any, leaf_values: np.ndarray, x: np.ndarray, masks: np.ndarray):
+def path_dependent_values(
+    tree: Any, leaf_values: np.ndarray, x: np.ndarray, masks: np.ndarray
+) -> np.ndarray:
     """One fitted ``sklearn.tree._tree.Tree``'s path-dependent output for each coalition row."""
     left, right = tree.children_left, tree.children_right
     feature, threshold = tree.feature, tree.threshold
