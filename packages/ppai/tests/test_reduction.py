@@ -73,3 +73,31 @@ def test_close_to_ppi_py_where_the_plug_ins_differ(make_iid, ppi_py):
     width = ours.conf_int()[:, 1] - ours.conf_int()[:, 0]
     np.testing.assert_allclose(ours.conf_int()[:, 0], ref_lo, atol=0.05 * width.max())
     np.testing.assert_allclose(width, ref_hi - ref_lo, rtol=0.03)
+
+
+def test_quantile_matches_ppi_py_and_the_asymptotic_standard_error(ppi_py):
+    """Point estimate: ppi_py's exact-grid rectified quantile (λ = 1, up to ties) and the sample
+    quantile (λ = 0) exactly. Interval: Wald with a kernel-density Jacobian (ours) vs ppi_py's test inversion, close
+    but not equal; at λ = 0 the standard error is the textbook sqrt(q(1 − q)/n) / φ(Φ⁻¹(q))."""
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(0)
+    n, N = 1000, 3000  # ppi_py's exact grid is O((n + N)²): keep it small
+    Y, Y_u = rng.standard_normal(n), rng.standard_normal(N)
+    f, f_u = Y + 0.5 * rng.standard_normal(n), Y_u + 0.5 * rng.standard_normal(N)
+    A, pi = np.zeros(n, int), np.ones(n)
+    for q in (0.5, 0.3):  # q·n is an integer, so the sample quantile is unambiguous
+        ours = ppai.ppai_quantile_pointestimate(Y, A, pi, f, f_u, arm=0, q=q, lam=1.0)
+        ref = ppi_py.ppi_quantile_pointestimate(Y, f, f_u, q, exact_grid=True)
+        # Both minimise |rectified CDF − q| over the same grid; exact ties may break differently.
+        gap = np.abs(ppi_py.ppi._rectified_cdf(Y, f, f_u, np.array([ours, ref])) - q)
+        assert gap[0] <= gap[1] + 1e-12
+        lo, hi = ppai.ppai_quantile_ci(Y, A, pi, f, f_u, arm=0, q=q, lam=1.0, alpha=0.1)
+        ref_lo, ref_hi = ppi_py.ppi_quantile_ci(Y, f, f_u, q, alpha=0.1)
+        assert lo < ours < hi
+        assert hi - lo == pytest.approx(ref_hi - ref_lo, rel=0.25)
+        assert max(abs(lo - ref_lo), abs(hi - ref_hi)) < 0.3 * (ref_hi - ref_lo)
+        fit = ppai.PPAI("quantile", target_arm=0, lam=0.0, q=q).fit(None, A, Y, pi, f, None, f_u)
+        assert fit.theta_[0] == np.quantile(Y, q, method="inverted_cdf")
+        textbook = np.sqrt(q * (1 - q) / n) / norm.pdf(norm.ppf(q))
+        assert fit.se_[0] == pytest.approx(textbook, rel=0.1)
