@@ -38,6 +38,11 @@ def test_propensities_below_the_floor_warn_with_the_count(d):
         fit(dict(d, propensity=chosen))
 
 
+def test_estimated_propensities_warn(d):
+    with pytest.warns(UserWarning, match="assume the propensities are the known probabilities"):
+        fit(d, estimated_propensities=True)
+
+
 def test_propensity_matrix_rows_must_sum_to_one(d):
     P = d["propensity"].copy()
     P[4] = [0.5, 0.6]

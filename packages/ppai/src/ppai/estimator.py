@@ -6,6 +6,7 @@ Pipeline (spec §2.3): θ̂₀ = labeled-only IPW solution → λ̂ at θ̂₀ �
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -113,6 +114,9 @@ class PPAI:
     alpha : default error level of :meth:`conf_int`, in (0, 1).
     q : quantile level for ``problem="quantile"``.
     propensity_floor : warn when a logged propensity is below it.
+    estimated_propensities : say that ``propensity`` was estimated (say, by a classifier on logs
+        without recorded probabilities) rather than logged; ``fit`` then warns, since the variance
+        assumes known propensities.
     n_arms : number of arms K when the arrays do not show it.
 
     Attributes
@@ -138,6 +142,7 @@ class PPAI:
         alpha: float = 0.05,
         q: float = 0.5,
         propensity_floor: float = PROPENSITY_FLOOR,
+        estimated_propensities: bool = False,
         n_arms: int | None = None,
     ) -> None:
         self.problem = problem
@@ -153,6 +158,7 @@ class PPAI:
         self.alpha = alpha
         self.q = q
         self.propensity_floor = propensity_floor
+        self.estimated_propensities = estimated_propensities
         self.n_arms = n_arms
 
     def _check_params(self) -> tuple[ZProblem, tuple[int, ...], Array | None]:
@@ -218,6 +224,14 @@ class PPAI:
             n_arms=self.n_arms,
             floor=self.propensity_floor,
         )
+        if self.estimated_propensities and self.weighting != "none":
+            warnings.warn(
+                "estimated_propensities=True: the intervals assume the propensities are the known "
+                "probabilities the policy used; with estimated ones their error is not in the "
+                "variance, so coverage is not guaranteed",
+                UserWarning,
+                stacklevel=2,
+            )
         if problem_name(problem) == "logistic" and np.any((data.Y != 0) & (data.Y != 1)):
             raise ValueError("the logistic problem needs binary outcomes Y in {0, 1}")
         blocks = build_blocks(
