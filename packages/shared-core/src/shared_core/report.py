@@ -181,8 +181,11 @@ class Report:
         return all(c.held for c in self.claims)
 
     # -- resume --------------------------------------------------------------------------------
-    def cached(self, key: str, compute: Callable[[], Any]) -> Any:
+    def cached(self, key: str, compute: Callable[..., Any]) -> Any:
         """``compute()``, or its stored JSON result from an earlier run with the same settings.
+
+        ``compute`` is called with no arguments; ``Callable[...]`` admits the loop idiom
+        ``lambda case=case: run(case)``, whose type mypy cannot infer against ``Callable[[], T]``.
 
         The result goes through JSON, so return what JSON keeps (dicts, lists, numbers, strings):
         a tuple comes back as a list, on the first run too.

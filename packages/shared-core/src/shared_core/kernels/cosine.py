@@ -105,11 +105,12 @@ def cosine_topk(
     largest: bool = False,
     eps: float = EPS,
     backend: str = "auto",
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> torch.return_types.topk:
     """The ``k`` rows per batch whose cosine between ``a`` and ``b`` is smallest (or largest).
 
     ``a`` and ``b`` have shape ``(..., n, d)``; returns ``(values, indices)`` of shape ``(..., k)``
-    with indices into the ``n`` axis, sorted by similarity. Ties break by ``torch.topk``'s order.
+    with indices into the ``n`` axis, sorted by similarity (``torch.topk``'s named tuple, so
+    ``.values`` and ``.indices`` work too). Ties break by ``torch.topk``'s order.
     """
     _check_pair(a, b)
     if a.ndim < 2:
