@@ -11,7 +11,9 @@ G = torch.randn(8, 5, generator=torch.Generator().manual_seed(0))
     [
         ({"degree": 4}, "degree must be 3 or 5, got 4"),
         ({"steps": -1}, "steps must be a non-negative int, got -1"),
-        ({"sketch_dim": 0}, "sketch_dim must be >= 1, got 0"),
+        ({"sketch_dim": 0}, "sketch_dim must be an int >= 1, got 0"),
+        ({"sketch_dim": 2.5}, "sketch_dim must be an int >= 1, got 2.5"),
+        ({"alpha_grid_points": 1, "fit": "fixed"}, "alpha_grid_points must be >= 2, got 1"),
         ({"fit": "magic"}, "fit must be one of"),
         ({"alpha_solver": "newton"}, "alpha_solver must be one of"),
         ({"alpha_bounds": (1.0, 0.5)}, "lo <= hi"),

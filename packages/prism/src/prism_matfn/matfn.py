@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -111,8 +112,10 @@ class PrismOptions:
         check_degree(self.degree)
         if not isinstance(self.steps, int) or self.steps < 0:
             raise ValueError(f"steps must be a non-negative int, got {self.steps!r}")
-        if self.sketch_dim < 1:
-            raise ValueError(f"sketch_dim must be >= 1, got {self.sketch_dim}")
+        if not isinstance(self.sketch_dim, numbers.Integral) or self.sketch_dim < 1:
+            raise ValueError(f"sketch_dim must be an int >= 1, got {self.sketch_dim!r}")
+        if self.alpha_grid_points < 2:
+            raise ValueError(f"alpha_grid_points must be >= 2, got {self.alpha_grid_points}")
         if self.fit not in FITS:
             raise ValueError(f"fit must be one of {FITS}, got {self.fit!r}")
         if self.alpha_solver not in ALPHA_SOLVERS:
