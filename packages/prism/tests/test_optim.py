@@ -135,3 +135,31 @@ def test_shampoo_skips_sides_above_max_preconditioner_dim_and_newton_backend_run
     assert "left_factor" in state and "right_factor" not in state
     assert state["left_inv_root"].shape == (3, 3)
     assert torch.isfinite(w).all()
+
+
+@pytest.mark.parametrize("root", [2, 4])
+def test_shampoo_step_is_the_two_sided_preconditioned_gradient(root):
+    # Step 1: m̂ = g, L = (1 − β₂) g gᵀ, R = (1 − β₂) gᵀ g, each shifted by ε + 1e-6·mean(diag) before
+    # its root; the update is lr · L^{-1/r} g R^{-1/r} (no grafting), and with Adam grafting it keeps
+    # that direction at the norm of Adam's first step, ‖g / (|g| + ε)‖ ≈ √(number of entries).
+    g = torch.randn(5, 7, generator=torch.Generator().manual_seed(root), dtype=torch.float64)
+    beta2, eps = 0.99, 1e-3
+
+    def inv_root(A):
+        ridge = eps + 1e-6 * float(A.diagonal().mean())
+        w, V = torch.linalg.eigh(A + ridge * torch.eye(len(A), dtype=A.dtype))
+        return (V * w ** (-1.0 / root)) @ V.T
+
+    direction = inv_root((1 - beta2) * g @ g.T) @ g @ inv_root((1 - beta2) * g.T @ g)
+    for grafting in (None, "adam"):
+        w = nn.Parameter(torch.zeros(5, 7))
+        opt = PrismShampoo(
+            [w], lr=0.1, betas=(0.9, beta2), epsilon=eps, root=root, matrix_fn="eigh",
+            grafting=grafting, adam_eps=1e-12,
+        )  # fmt: skip
+        w.grad = g.float()
+        opt.step()
+        expected = -0.1 * direction
+        if grafting == "adam":
+            expected = expected * (35**0.5 / direction.norm())
+        torch.testing.assert_close(w.detach().double(), expected, rtol=1e-4, atol=1e-6)
