@@ -8,25 +8,31 @@ The baselines are here too: :func:`ipw_ci` (labeled-only) and :func:`ppi_ignorin
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ppai.estimator import PPAI, Alternative
-from ppai.problems import Array
+from ppai.problems import Array, ZProblem
+from ppai.weighting import TargetPolicy
+
+Arm = int | Sequence[int]
+Lam = float | Sequence[float] | None
 
 
 def _fit(
-    problem: str,
-    X: Any,
-    Y: Any,
-    A: Any,
-    propensity: Any,
-    pred_labeled: Any,
-    X_unlabeled: Any,
-    pred_unlabeled: Any,
-    arm: Any,
-    lam: Any,
+    problem: str | ZProblem,
+    X: ArrayLike | None,
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    pred_labeled: ArrayLike,
+    X_unlabeled: ArrayLike | None,
+    pred_unlabeled: ArrayLike,
+    arm: Arm,
+    lam: Lam,
     **kw: Any,
 ) -> PPAI:
     return PPAI(problem, target_arm=arm, lam="auto" if lam is None else lam, **kw).fit(
@@ -44,8 +50,16 @@ def _ci(est: PPAI, alpha: float, alternative: Alternative) -> tuple[Any, Any]:
 
 
 def ppai_mean_pointestimate(
-    Y, A, propensity, pred_labeled, pred_unlabeled, *, arm, lam=None, **kw
-) -> float:
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    pred_labeled: ArrayLike,
+    pred_unlabeled: ArrayLike,
+    *,
+    arm: Arm,
+    lam: Lam = None,
+    **kw: Any,
+) -> float | Array:
     """PPAI estimate of the mean outcome of ``arm`` (``arm`` may also be a list: a vector of means)."""
     return _scalar(
         _fit(
@@ -55,17 +69,17 @@ def ppai_mean_pointestimate(
 
 
 def ppai_mean_ci(
-    Y,
-    A,
-    propensity,
-    pred_labeled,
-    pred_unlabeled,
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    pred_labeled: ArrayLike,
+    pred_unlabeled: ArrayLike,
     *,
-    arm,
-    alpha=0.05,
+    arm: Arm,
+    alpha: float = 0.05,
     alternative: Alternative = "two-sided",
-    lam=None,
-    **kw,
+    lam: Lam = None,
+    **kw: Any,
 ) -> tuple[Any, Any]:
     """PPAI confidence interval for the mean outcome of ``arm``: ``(lower, upper)``."""
     est = _fit("mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw)
@@ -73,17 +87,17 @@ def ppai_mean_ci(
 
 
 def ppai_mean_pval(
-    Y,
-    A,
-    propensity,
-    pred_labeled,
-    pred_unlabeled,
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    pred_labeled: ArrayLike,
+    pred_unlabeled: ArrayLike,
     *,
-    arm,
-    null=0.0,
+    arm: Arm,
+    null: float = 0.0,
     alternative: Alternative = "two-sided",
-    lam=None,
-    **kw,
+    lam: Lam = None,
+    **kw: Any,
 ) -> Any:
     """PPAI p-value for H0: mean outcome of ``arm`` = ``null``."""
     est = _fit("mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw)
@@ -91,17 +105,17 @@ def ppai_mean_pval(
 
 
 def ppai_effect_ci(
-    Y,
-    A,
-    propensity,
-    pred_labeled,
-    pred_unlabeled,
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    pred_labeled: ArrayLike,
+    pred_unlabeled: ArrayLike,
     *,
-    treatment,
-    control,
-    alpha=0.05,
-    lam=None,
-    **kw,
+    treatment: int,
+    control: int,
+    alpha: float = 0.05,
+    lam: Lam = None,
+    **kw: Any,
 ) -> dict[str, float]:
     """Estimate, SE, interval and p-value of the effect μ_treatment − μ_control (an A/B test).
 
@@ -124,18 +138,18 @@ def ppai_effect_ci(
 
 
 def ppai_policy_value_ci(
-    Y,
-    A,
-    propensity,
-    pred_labeled,
-    pred_unlabeled,
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    pred_labeled: ArrayLike,
+    pred_unlabeled: ArrayLike,
     *,
-    target_policy,
-    X=None,
-    X_unlabeled=None,
-    alpha=0.05,
-    lam=None,
-    **kw,
+    target_policy: TargetPolicy,
+    X: ArrayLike | None = None,
+    X_unlabeled: ArrayLike | None = None,
+    alpha: float = 0.05,
+    lam: Lam = None,
+    **kw: Any,
 ) -> tuple[float, float]:
     """PPAI interval for the off-policy value E[Σ_a π_e(a|X) Y(a)] of ``target_policy``.
 
@@ -147,114 +161,92 @@ def ppai_policy_value_ci(
     return _ci(est, alpha, "two-sided")
 
 
-def ppai_ols_pointestimate(
-    X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, *, arm, lam=None, **kw
-) -> Array:
-    """PPAI estimate of the coefficients of the regression of Y(arm) on X."""
-    return _fit(
-        "ols", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
-    ).theta_
+def _regression_api(problem: str, model: str) -> tuple[Callable[..., Any], ...]:
+    """``ppai_<problem>_{pointestimate,ci,pval}`` for a regression problem (OLS, logistic): the three
+    share their arguments, ``ppi_py``'s ``X, Y`` first, then ``A, propensity``."""
+
+    def pointestimate(
+        X: ArrayLike,
+        Y: ArrayLike,
+        A: ArrayLike,
+        propensity: ArrayLike,
+        pred_labeled: ArrayLike,
+        X_unlabeled: ArrayLike,
+        pred_unlabeled: ArrayLike,
+        *,
+        arm: Arm,
+        lam: Lam = None,
+        **kw: Any,
+    ) -> Array:
+        args = (X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam)
+        return _fit(problem, *args, **kw).theta_
+
+    def ci(
+        X: ArrayLike,
+        Y: ArrayLike,
+        A: ArrayLike,
+        propensity: ArrayLike,
+        pred_labeled: ArrayLike,
+        X_unlabeled: ArrayLike,
+        pred_unlabeled: ArrayLike,
+        *,
+        arm: Arm,
+        alpha: float = 0.05,
+        alternative: Alternative = "two-sided",
+        lam: Lam = None,
+        **kw: Any,
+    ) -> tuple[Array, Array]:
+        args = (X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam)
+        return _ci(_fit(problem, *args, **kw), alpha, alternative)
+
+    def pval(
+        X: ArrayLike,
+        Y: ArrayLike,
+        A: ArrayLike,
+        propensity: ArrayLike,
+        pred_labeled: ArrayLike,
+        X_unlabeled: ArrayLike,
+        pred_unlabeled: ArrayLike,
+        *,
+        arm: Arm,
+        null: float | Array = 0.0,
+        alternative: Alternative = "two-sided",
+        lam: Lam = None,
+        **kw: Any,
+    ) -> Array:
+        args = (X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam)
+        return _fit(problem, *args, **kw).pvalue(null, alternative)
+
+    docs = {
+        pointestimate: f"PPAI estimate of the coefficients of the {model}.",
+        ci: f"PPAI intervals for the coefficients of the {model}: ``(lower, upper)`` arrays.",
+        pval: f"PPAI p-values for H0: coefficient j of the {model} equals ``null`` (each j).",
+    }
+    for fn, doc in docs.items():
+        fn.__name__ = fn.__qualname__ = f"ppai_{problem}_{fn.__name__}"
+        fn.__doc__ = doc
+    return pointestimate, ci, pval
 
 
-def ppai_ols_ci(
-    X,
-    Y,
-    A,
-    propensity,
-    pred_labeled,
-    X_unlabeled,
-    pred_unlabeled,
-    *,
-    arm,
-    alpha=0.05,
-    alternative: Alternative = "two-sided",
-    lam=None,
-    **kw,
-) -> tuple[Array, Array]:
-    """PPAI intervals for the OLS coefficients of Y(arm) on X: ``(lower, upper)`` arrays."""
-    est = _fit(
-        "ols", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
-    )
-    return _ci(est, alpha, alternative)
-
-
-def ppai_ols_pval(
-    X,
-    Y,
-    A,
-    propensity,
-    pred_labeled,
-    X_unlabeled,
-    pred_unlabeled,
-    *,
-    arm,
-    null=0.0,
-    alternative: Alternative = "two-sided",
-    lam=None,
-    **kw,
-) -> Array:
-    """PPAI p-values for H0: OLS coefficient j of Y(arm) on X equals ``null`` (each j)."""
-    est = _fit(
-        "ols", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
-    )
-    return est.pvalue(null, alternative)
-
-
-def ppai_logistic_pointestimate(
-    X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, *, arm, lam=None, **kw
-) -> Array:
-    """PPAI estimate of the logistic-regression coefficients of binary Y(arm) on X."""
-    return _fit(
-        "logistic", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
-    ).theta_
-
-
-def ppai_logistic_ci(
-    X,
-    Y,
-    A,
-    propensity,
-    pred_labeled,
-    X_unlabeled,
-    pred_unlabeled,
-    *,
-    arm,
-    alpha=0.05,
-    alternative: Alternative = "two-sided",
-    lam=None,
-    **kw,
-) -> tuple[Array, Array]:
-    """PPAI intervals for the logistic-regression coefficients: ``(lower, upper)`` arrays."""
-    est = _fit(
-        "logistic", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
-    )
-    return _ci(est, alpha, alternative)
-
-
-def ppai_logistic_pval(
-    X,
-    Y,
-    A,
-    propensity,
-    pred_labeled,
-    X_unlabeled,
-    pred_unlabeled,
-    *,
-    arm,
-    null=0.0,
-    alternative: Alternative = "two-sided",
-    lam=None,
-    **kw,
-) -> Array:
-    """PPAI p-values for H0: logistic coefficient j of binary Y(arm) on X equals ``null``."""
-    est = _fit(
-        "logistic", X, Y, A, propensity, pred_labeled, X_unlabeled, pred_unlabeled, arm, lam, **kw
-    )
-    return est.pvalue(null, alternative)
+ppai_ols_pointestimate, ppai_ols_ci, ppai_ols_pval = _regression_api(
+    "ols", "least-squares regression of Y(arm) on X"
+)
+ppai_logistic_pointestimate, ppai_logistic_ci, ppai_logistic_pval = _regression_api(
+    "logistic", "logistic regression of binary Y(arm) on X"
+)
 
 
 def ppai_quantile_pointestimate(
-    Y, A, propensity, pred_labeled, pred_unlabeled, *, arm, q, lam=None, **kw
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    pred_labeled: ArrayLike,
+    pred_unlabeled: ArrayLike,
+    *,
+    arm: int,
+    q: float,
+    lam: Lam = None,
+    **kw: Any,
 ) -> float:
     """PPAI estimate of the q-quantile of Y(arm)."""
     return _scalar(
@@ -276,7 +268,17 @@ def ppai_quantile_pointestimate(
 
 
 def ppai_quantile_ci(
-    Y, A, propensity, pred_labeled, pred_unlabeled, *, arm, q, alpha=0.05, lam=None, **kw
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    pred_labeled: ArrayLike,
+    pred_unlabeled: ArrayLike,
+    *,
+    arm: int,
+    q: float,
+    alpha: float = 0.05,
+    lam: Lam = None,
+    **kw: Any,
 ) -> tuple[float, float]:
     """PPAI Wald interval for the q-quantile of Y(arm) (kernel density plug-in for the Jacobian)."""
     est = _fit(
@@ -285,7 +287,17 @@ def ppai_quantile_ci(
     return _ci(est, alpha, "two-sided")
 
 
-def ipw_ci(problem, X, Y, A, propensity, *, arm, alpha=0.05, **kw) -> tuple[Any, Any]:
+def ipw_ci(
+    problem: str | ZProblem,
+    X: ArrayLike | None,
+    Y: ArrayLike,
+    A: ArrayLike,
+    propensity: ArrayLike,
+    *,
+    arm: Arm,
+    alpha: float = 0.05,
+    **kw: Any,
+) -> tuple[Any, Any]:
     """Baseline: labeled-only IPW Z-estimation (λ = 0; predictions unused)."""
     X_pool = None if X is None else np.asarray(X)[:0]
     est = PPAI(problem, target_arm=arm, lam=0.0, **kw)
@@ -294,7 +306,18 @@ def ipw_ci(problem, X, Y, A, propensity, *, arm, alpha=0.05, **kw) -> tuple[Any,
 
 
 def ppi_ignoring_adaptivity_ci(
-    problem, X, Y, A, pred_labeled, X_unlabeled, pred_unlabeled, *, arm, alpha=0.05, lam=None, **kw
+    problem: str | ZProblem,
+    X: ArrayLike | None,
+    Y: ArrayLike,
+    A: ArrayLike,
+    pred_labeled: ArrayLike,
+    X_unlabeled: ArrayLike | None,
+    pred_unlabeled: ArrayLike,
+    *,
+    arm: int,
+    alpha: float = 0.05,
+    lam: Lam = None,
+    **kw: Any,
 ) -> tuple[Any, Any]:
     """Baseline: PPI++ on the rounds that played ``arm``, as if they were an i.i.d. sample.
 
