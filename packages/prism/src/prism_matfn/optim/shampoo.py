@@ -36,7 +36,16 @@ def factor_inv_root(
     if matrix_fn == "eigh":
         return eigh_inv_root(shifted.double(), root).to(A.dtype)
     fixed = {"fit": "fixed", "alpha": CLASSIC_ALPHA[5]} if matrix_fn == "newton" else {}
-    return inv_root((shifted + shifted.mT) * 0.5, root, steps=steps, check_psd=False, **fixed)
+    # No host-side checks inside a training step (as PrismMuon): the ridge keeps the factor definite,
+    # and on a definite matrix the coupled iteration is the polar one on its eigenvalues.
+    return inv_root(
+        (shifted + shifted.mT) * 0.5,
+        root,
+        steps=steps,
+        check_psd=False,
+        check_finite=False,
+        **fixed,
+    )
 
 
 class PrismShampoo(torch.optim.Optimizer):
