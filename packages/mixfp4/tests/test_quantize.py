@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-from mixfp4.packed import unpack_nibbles
+from mixfp4.packed import pack_nibbles, unpack_nibbles
 from mixfp4.quantize import block_error
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -244,6 +244,20 @@ def test_padded_tail_equals_quantizing_the_padded_tensor(shape):
     out = mixfp4.dequantize(p)
     assert out.shape == x.shape
     torch.testing.assert_close(out, mixfp4.dequantize(pp)[..., : shape[-1]], rtol=0, atol=0)
+
+
+def test_pack_nibbles_puts_the_even_element_low_on_both_paths():
+    codes = torch.randint(
+        0, 16, (40, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
+    )
+    strided = codes.T  # not contiguous: the slicing path
+    expected = torch.tensor(
+        [[int(r[j]) | int(r[j + 1]) << 4 for j in range(0, 40, 2)] for r in strided.tolist()],
+        dtype=torch.uint8,
+    )
+    assert torch.equal(pack_nibbles(strided), expected)
+    assert torch.equal(pack_nibbles(strided.contiguous()), expected)  # the int16 path
+    assert torch.equal(unpack_nibbles(expected), strided)
 
 
 def test_dtypes_and_float64_input():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 from typing import Any, Literal
 
 import torch
@@ -51,6 +52,11 @@ def _byte_pairs(e1m2_mode: str) -> torch.Tensor:
 def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
     """Two 4-bit codes per byte along the last dim (even length): element 2j in the low nibble."""
     codes = codes.to(torch.uint8)
+    if sys.byteorder == "little" and codes.is_contiguous():
+        # Read each pair as one int16 ``lo | hi << 8``: ``(v | v >> 4)`` has ``lo | hi << 4`` in its
+        # low byte. Contiguous passes, several times faster than two strided slices.
+        pairs = codes.view(torch.int16)
+        return (pairs | (pairs >> 4)).to(torch.uint8)
     return codes[..., 0::2] | (codes[..., 1::2] << 4)
 
 
