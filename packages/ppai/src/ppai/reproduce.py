@@ -344,6 +344,7 @@ def run(args: ReproduceArgs) -> Report:
             (NON_STABILISING, "K=2, p=3", 5),
         ],
         full=[
+            ("ε-greedy 0.1", "K=3, p=10", 5),
             ("ε-greedy 0.1", "K=3, p=10", 1),
             ("ε-greedy 0.1", "K=3, p=10", 10),
             ("ε-greedy 0.1", "K=2, p=3", 1),
