@@ -179,3 +179,73 @@ def test_left_padded_batch_equals_rows_one_by_one(config, make_model, prompts):
         assert torch.equal(together[i], run(r)[0]), f"row {i}"
     # the mask matters: without it the padded rows come out differently
     assert not torch.equal(run(batch), together)
+
+
+def _manual_adaptive_step(parts, h, cos, sin, old, P, k, refresh_prompt):
+    """Spec §2.2 cases C/D with V-cosine selection, re-derived row by row with explicit softmax.
+
+    Independent of ``cached_block``: per-row loops, per-position rotary tables and
+    ``softmax(q·K/sqrt(hd)) V`` written out (multi-head attention without key/value groups).
+    """
+    B, T, _ = h.shape
+    H, hd = parts.dims.n_heads, parts.dims.head_dim
+
+    def rope(x, pos):  # x: (H*hd,) one row at position pos
+        x = x.view(H, hd)
+        rot = torch.cat([-x[:, hd // 2 :], x[:, : hd // 2]], -1)
+        return (x * cos[0, pos] + rot * sin[0, pos]).reshape(-1)
+
+    def attend_row(q, K, V):  # q (H*hd,), K/V (T, H*hd)
+        qh, Kh, Vh = q.view(H, hd), K.view(T, H, hd), V.view(T, H, hd)
+        w = torch.softmax(torch.einsum("hd,thd->ht", qh, Kh) / hd**0.5, -1)
+        return parts.o_proj(torch.einsum("ht,thd->hd", w, Vh).reshape(-1))
+
+    n = parts.attn_norm(h)
+    K, V, A, Fc = old.k.clone(), old.v.clone(), old.a.clone(), old.f.clone()
+    out = torch.empty_like(h)
+    chosen = []
+    for b in range(B):
+        v_new = parts.v_proj(n[b, P:])
+        sim = F.cosine_similarity(v_new.double(), old.v[b, P:].double(), dim=-1)
+        rows = torch.sort(sim, stable=True).indices[:k].tolist()
+        chosen.append(sorted(rows))
+        V[b, P:] = v_new
+        recompute = [P + i for i in rows]
+        if refresh_prompt:
+            recompute = list(range(P)) + recompute
+            V[b, :P] = parts.v_proj(n[b, :P])
+        for t in recompute:
+            K[b, t] = rope(parts.k_proj(n[b, t]), t)
+        for t in recompute:
+            A[b, t] = attend_row(rope(parts.q_proj(n[b, t]), t), K[b], V[b])
+        h1 = h[b] + A[b]
+        for t in recompute:
+            Fc[b, t] = parts.mlp(parts.ff_norm(h1[t]))
+        out[b] = h1 + Fc[b]
+    return out, K, V, A, Fc, chosen
+
+
+@pytest.mark.parametrize("refresh_prompt", [False, True], ids=["case D", "case C"])
+def test_adaptive_update_matches_a_row_by_row_rederivation(refresh_prompt, model):
+    from dllm_cache import cached_block, full_block
+
+    block = model.model.transformer["blocks"][1]
+    parts = block.parts()
+    P, R, rho = 10, 12, 0.25
+    g = torch.Generator().manual_seed(3)
+    h0 = torch.randn(2, P + R, 32, generator=g)
+    h1 = h0 + 0.5 * torch.randn(h0.shape, generator=g)  # every row moves, prompt included
+    sin, cos = block.rotary_emb.get_rotary_embedding(P + R, h0.device)
+    cos, sin = cos[:, 0], sin[:, 0]
+    with torch.no_grad():
+        _, old = full_block(parts, h0, cos, sin, None)
+        got, new, _ = cached_block(parts, h1, cos, sin, None, old, P, refresh_prompt, False,
+                                   DLLMCacheConfig(100, 100, rho))  # fmt: skip
+        out, K, V, A, Fc, chosen = _manual_adaptive_step(
+            parts, h1, cos, sin, old, P, int(R * rho), refresh_prompt
+        )
+        full, _ = full_block(parts, h1, cos, sin, None)
+    assert new.selected.sort(-1).values.tolist() == chosen
+    for mine, theirs in ((got, out), (new.k, K), (new.v, V), (new.a, A), (new.f, Fc)):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
+    assert not torch.allclose(got, full, atol=1e-3)  # stale rows really are reused
