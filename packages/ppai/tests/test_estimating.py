@@ -325,10 +325,12 @@ def test_labeled_contexts_join_the_pool(make_bandit):
     )
     # Without any unlabeled pool this is AIPW on the labeled contexts (spec §8: N = 0 allowed).
     no_pool = dict(d, pred_unlabeled=d["pred_unlabeled"][:0], X_unlabeled=d["X_unlabeled"][:0])
-    aipw = _fit("mean", no_pool, lam=1.0, include_labeled_contexts=True)
+    with pytest.warns(UserWarning, match="unlabeled pool is empty"):
+        aipw = _fit("mean", no_pool, lam=1.0, include_labeled_contexts=True)
     m1 = d["pred_labeled"][:, 1]
     assert aipw.theta_[0] == pytest.approx(m1.mean() + (rho * (d["Y"] - f)).mean(), rel=1e-12)
-    assert np.isfinite(_fit("mean", no_pool, include_labeled_contexts=True).se_[0])
+    with pytest.warns(UserWarning, match="unlabeled pool is empty"):
+        assert np.isfinite(_fit("mean", no_pool, include_labeled_contexts=True).se_[0])
     with pytest.raises(ValueError, match=r"needs pred_labeled as a \(T, K\) matrix"):
         _fit("mean", dict(d, pred_labeled=f), include_labeled_contexts=True)
     with pytest.raises(ValueError, match="include_labeled_contexts needs weighting='ipw'"):

@@ -232,6 +232,13 @@ class PPAI:
                 UserWarning,
                 stacklevel=2,
             )
+        if data.N == 0 and self.include_labeled_contexts and (lam is None or np.any(lam != 0)):
+            warnings.warn(
+                "the unlabeled pool is empty: the predictions enter through the labeled contexts "
+                "only (AIPW on the T rounds)",
+                UserWarning,
+                stacklevel=2,
+            )
         if problem_name(problem) == "logistic" and np.any((data.Y != 0) & (data.Y != 1)):
             raise ValueError("the logistic problem needs binary outcomes Y in {0, 1}")
         blocks = build_blocks(
