@@ -32,6 +32,7 @@ from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report, subplots
 
 ARM = 1
+TUNED, IPW = "PPAI tuned λ", "labeled-only IPW"
 METHODS: dict[str, dict[str, Any]] = {
     "labeled-only IPW": {"lam": 0.0},
     "PPAI λ=1": {"lam": 1.0},
@@ -249,6 +250,46 @@ def _sweep_figure(report: Report, sweep: dict[str, dict[int, dict[str, Any]]], p
     report.figure("coverage_vs_T", fig, caption=f"Coverage of 95% intervals against T ({policy})")
 
 
+def _coverage_claim(
+    report: Report, name: str, cells: dict[tuple[str, str], dict[str, Any]], band: float
+) -> None:
+    """Claim: tuned PPAI's coverage lies within ``band`` of 0.95 in every cell.
+
+    ``cells`` maps ``(setting, predictions)`` to the per-method results; the reported cell is the one
+    furthest from nominal, the one that decides whether the two-sided band holds.
+    """
+    gap = {c: abs(r[TUNED]["coverage"] - 0.95) for c, r in cells.items()}
+    (setting, pred) = worst = max(gap, key=gap.__getitem__)
+    report.claim(
+        name,
+        "coverage of 95% CI (cell furthest from nominal)",
+        cells[worst][TUNED]["coverage"],
+        0.95,
+        direction="close",
+        tolerance=band,
+        baseline_name="nominal",
+        held=all(g <= band for g in gap.values()),
+        note=f"band ±3 MC s.e. = ±{band:.3f}; worst: {setting} with {pred} predictions "
+        f"(labeled-only IPW on the same experiments: {cells[worst][IPW]['coverage']:.3f})",
+    )
+
+
+def _width_claim(report: Report, where: str, cells: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Claim: tuned PPAI is narrower than labeled-only with informative predictions in every cell,
+    and at most 2 % wider with useless ones."""
+    ratio = {c: r[TUNED]["width"] / r[IPW]["width"] for c, r in cells.items()}
+    report.claim(
+        f"{where}, tuned PPAI is narrower (informative) and no wider (useless)",
+        "CI width / labeled-only (max over cells, informative predictions)",
+        max(v for (_, q), v in ratio.items() if q == "informative"),
+        1.0,
+        direction="lower",
+        baseline_name="labeled-only IPW",
+        held=all(v < 1.0 if q == "informative" else v <= 1.02 for (_, q), v in ratio.items()),
+        note=f"useless max: {max(v for (_, q), v in ratio.items() if q == 'useless'):.4f}",
+    )
+
+
 def run(args: ReproduceArgs) -> Report:
     T = args.pick(smoke=200, quick=2000, full=4000)
     N = 5 * T
@@ -380,88 +421,29 @@ def run(args: ReproduceArgs) -> Report:
         ],
     )
 
-    mcse = float(np.sqrt(0.95 * 0.05 / reps))
-    band = 3 * mcse
-    tuned = {c: r["PPAI tuned λ"] for c, r in results.items()}
-    ipw = {c: r["labeled-only IPW"] for c, r in results.items()}
-    # Worst = furthest from nominal, the cell that decides whether the two-sided band holds.
-    worst = max(tuned, key=lambda c: abs(tuned[c]["coverage"] - 0.95))
-    report.claim(
-        "tuned PPAI keeps nominal coverage (every cell)",
-        "coverage of 95% CI (worst cell)",
-        tuned[worst]["coverage"],
-        0.95,
-        direction="close",
-        tolerance=band,
-        baseline_name="nominal",
-        held=all(abs(r["coverage"] - 0.95) <= band for r in tuned.values()),
-        note=f"band ±3 MC s.e. = ±{band:.3f}; worst cell {worst} "
-        f"(labeled-only IPW there: {ipw[worst]['coverage']:.3f})",
-    )
+    band = 3 * float(np.sqrt(0.95 * 0.05 / reps))  # 3 Monte-Carlo s.e. of a 95 % coverage
+    tuned = {c: r[TUNED] for c, r in results.items()}
+    ipw = {c: r[IPW] for c, r in results.items()}
     inf = [c for c in results if c[1] == "informative"]
     useless = [c for c in results if c[1] == "useless"]
     ratio = {c: tuned[c]["width"] / ipw[c]["width"] for c in results}
-    other = [(q, t, res) for q, by_t in targets.items() for t, res in by_t.items()]
-    worst_other = max(other, key=lambda x: abs(x[2]["PPAI tuned λ"]["coverage"] - 0.95))
-    report.claim(
-        "tuned PPAI keeps nominal coverage on the other targets",
-        "coverage of 95% CI (worst target)",
-        worst_other[2]["PPAI tuned λ"]["coverage"],
-        0.95,
-        direction="close",
-        tolerance=band,
-        baseline_name="nominal",
-        held=all(abs(res["PPAI tuned λ"]["coverage"] - 0.95) <= band for _, _, res in other),
-        note=f"band ±{band:.3f}; worst: {worst_other[1]} with {worst_other[0]} predictions "
-        f"(labeled-only IPW on the same experiments: "
-        f"{worst_other[2]['labeled-only IPW']['coverage']:.3f})",
-    )
-    other_ratio = {
-        (q, t): res["PPAI tuned λ"]["width"] / res["labeled-only IPW"]["width"]
-        for q, t, res in other
+    other = {(t, q): res for q, by_t in targets.items() for t, res in by_t.items()}
+    floored = {
+        (f"{pol}, {env_name}, N = {n}T", q): r
+        for (pol, env_name, n, q), r in grid.items()
+        if pol != NON_STABILISING
     }
-    report.claim(
-        "on the other targets, tuned PPAI is narrower (informative) and no wider (useless)",
-        "CI width / labeled-only (max over targets, informative predictions)",
-        max(v for (q, _), v in other_ratio.items() if q == "informative"),
-        1.0,
-        direction="lower",
-        baseline_name="labeled-only IPW",
-        held=all(v < 1.0 if q == "informative" else v <= 1.02 for (q, _), v in other_ratio.items()),
-        note="useless max: "
-        + f"{max(v for (q, _), v in other_ratio.items() if q == 'useless'):.4f}",
-    )
-    floored = {c: r for c, r in grid.items() if c[0] != NON_STABILISING}
+    _coverage_claim(report, "tuned PPAI keeps nominal coverage (every cell)", results, band)
+    _coverage_claim(report, "tuned PPAI keeps nominal coverage on the other targets", other, band)
+    _width_claim(report, "on the other targets", other)
     if floored:
-        worst_grid = max(floored, key=lambda c: abs(floored[c]["PPAI tuned λ"]["coverage"] - 0.95))
-        report.claim(
+        _coverage_claim(
+            report,
             "tuned PPAI keeps nominal coverage on the settings grid (floored policy)",
-            "coverage of 95% CI (worst setting)",
-            floored[worst_grid]["PPAI tuned λ"]["coverage"],
-            0.95,
-            direction="close",
-            tolerance=band,
-            baseline_name="nominal",
-            held=all(abs(r["PPAI tuned λ"]["coverage"] - 0.95) <= band for r in floored.values()),
-            note=f"band ±{band:.3f}; worst: {worst_grid} (labeled-only IPW there: "
-            f"{floored[worst_grid]['labeled-only IPW']['coverage']:.3f})",
+            floored,
+            band,
         )
-        grid_ratio = {
-            c: r["PPAI tuned λ"]["width"] / r["labeled-only IPW"]["width"]
-            for c, r in floored.items()
-        }
-        report.claim(
-            "on the settings grid, tuned PPAI is narrower (informative) and no wider (useless)",
-            "CI width / labeled-only (max over settings, informative predictions)",
-            max(v for c, v in grid_ratio.items() if c[3] == "informative"),
-            1.0,
-            direction="lower",
-            baseline_name="labeled-only IPW",
-            held=all(
-                v < 1.0 if c[3] == "informative" else v <= 1.02 for c, v in grid_ratio.items()
-            ),
-            note=f"useless max: {max(v for c, v in grid_ratio.items() if c[3] == 'useless'):.4f}",
-        )
+        _width_claim(report, "on the settings grid", floored)
     report.claim(
         "tuned PPAI narrows the interval with informative predictions",
         "CI width / labeled-only (max over cells)",
