@@ -58,10 +58,12 @@ class Block:
 
     @property
     def n_labeled(self) -> int:
+        """T, the number of labeled rounds."""
         return int(self.Y.shape[0])
 
     @property
     def n_unlabeled(self) -> int:
+        """N, the number of unlabeled contexts (0 without a pool)."""
         return int(self.f_u[0].shape[0]) if self.f_u else 0
 
 
@@ -158,6 +160,7 @@ class ScoreStats:
 
     @property
     def H_inv(self) -> Array:
+        """``H⁻¹``, shared by the covariance and the tuning."""
         return np.asarray(np.linalg.inv(self.H), dtype=float)
 
 

@@ -61,6 +61,7 @@ def as_float_array(value: Any, name: str, ndim: tuple[int, ...]) -> Array:
 
 
 def check_alpha(alpha: float) -> float:
+    """``alpha`` as a float, or a ValueError when it is not in (0, 1)."""
     if not isinstance(alpha, (int, float, np.floating)) or not 0.0 < float(alpha) < 1.0:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
     return float(alpha)

@@ -255,4 +255,5 @@ def resolve_problem(problem: str | ZProblem, q: float = 0.5) -> ZProblem:
 
 
 def problem_name(problem: object) -> str:
+    """A problem's ``name`` attribute, or its class name, for messages."""
     return str(getattr(problem, "name", type(problem).__name__))
