@@ -84,3 +84,28 @@ def test_fused_kernel_with_padding_and_nan_blocks():
     got = mixfp4.quantize_mixfp4(x, backend="triton", **kwargs)
     assert got.equal(ref)
     assert int(got.scales[1, 1]) == 0x7F
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"e1m2_mode": "frac", "selector": "mae"}])
+def test_fused_kernel_stochastic_rounding_is_bit_identical(kwargs):
+    # Values at grid points and at the clamp (6 and 7 after scaling) as well as random ones.
+    x = _x((6, 64), torch.float32, seed=3)
+    x[1, :16] = torch.tensor([6.0, 4, 3, 2, 1.5, 1, 0.5, 0, -6, -4, -3, -2, -1.5, -1, -0.5, 5.9])
+    runs = {}
+    for backend in ("torch", "triton"):
+        g = torch.Generator(device=_device()).manual_seed(4)
+        runs[backend] = mixfp4.quantize_mixfp4(
+            x, rounding="stochastic", generator=g, backend=backend, **kwargs
+        )
+    assert runs["triton"].equal(runs["torch"])
+    assert not runs["torch"].equal(mixfp4.quantize_mixfp4(x, backend="torch", **kwargs))
+    nv = {
+        b: mixfp4.quantize_nvfp4(
+            x,
+            rounding="stochastic",
+            generator=torch.Generator(device=_device()).manual_seed(5),
+            backend=b,
+        )
+        for b in ("torch", "triton")
+    }
+    assert nv["triton"].equal(nv["torch"])

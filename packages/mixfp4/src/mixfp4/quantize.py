@@ -332,8 +332,8 @@ def quantize_mixfp4(
             gradients; uses ``generator``).
         pad: ``"zero"`` pads a last dim that is not a multiple of ``block_size``; ``"error"`` raises.
         nan_policy: ``"raise"`` on NaN/Inf; ``"propagate"`` gives their blocks the NaN scale byte 0x7F.
-        backend: ``"torch"`` (the reference), ``"triton"`` (fused kernel) or ``"auto"``; stochastic
-            rounding always runs the torch path.
+        backend: ``"torch"`` (the reference), ``"triton"`` (fused kernel, stochastic rounding
+            included: it reads the same noise tensor) or ``"auto"``.
     """
     return _quantize_e4m3(
         x,
@@ -389,11 +389,11 @@ def _quantize_e4m3(
     if rounding == "stochastic":
         noise = torch.rand(xp.shape, generator=generator, device=xp.device)
 
-    if resolve_backend(backend, xp) == "triton" and noise is None:
+    if resolve_backend(backend, xp) == "triton":
         from mixfp4.kernels import mixfp4_quantize_triton
 
         codes, byte, saturated = mixfp4_quantize_triton(
-            xp, s_t, block_size, selector, use, E1M2_MULTIPLIER[e1m2_mode], scale_min
+            xp, s_t, block_size, selector, use, E1M2_MULTIPLIER[e1m2_mode], scale_min, noise
         )
     else:
         codes, byte, saturated = _mixfp4_reference(
