@@ -11,6 +11,7 @@ rotary embeddings, the cosine and top-k are ``O(T d)`` and not counted.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Literal
 
 from dllm_cache.config import DLLMCacheConfig
@@ -48,10 +49,11 @@ class RowCounts:
 
     def __add__(self, other: RowCounts) -> RowCounts:
         return RowCounts(
-            *(
-                a + b
-                for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)
-            )
+            self.q + other.q,
+            self.k + other.k,
+            self.v + other.v,
+            self.attn + other.attn,
+            self.ffn + other.ffn,
         )
 
 
@@ -139,11 +141,14 @@ def generation_flops(
     if lm_head not in ("full", "response", "none"):
         raise ValueError(f"lm_head must be 'full', 'response' or 'none', got {lm_head!r}")
     T = prompt_length + response_length
-    full = case_rows("A", prompt_length, response_length, DLLMCacheConfig())
-    total = 0
-    for cases in schedule(steps, n_layers, config) if config else [["A"] * n_layers] * steps:
-        for case in cases:
-            rows = full if case == "A" else case_rows(case, prompt_length, response_length, config)  # type: ignore[arg-type]
-            total += block_flops(dims, rows, T)
+    if config is None:
+        calls: Counter[Case] = Counter({"A": steps * n_layers})
+    else:
+        calls = Counter(case for cases in schedule(steps, n_layers, config) for case in cases)
+    config = config or DLLMCacheConfig()
+    total = sum(
+        n * block_flops(dims, case_rows(case, prompt_length, response_length, config), T)
+        for case, n in calls.items()
+    )
     head_rows = {"full": T, "response": response_length, "none": 0}[lm_head]
     return total + steps * 2 * dims.d_model * vocab_size * head_rows
