@@ -63,21 +63,64 @@ def _run_arm(
 
 
 @torch.no_grad()
-def _v_change_correlation(
+def _uncached_trajectory(
     model: TinyLLaDA, prompts: torch.Tensor, gen: dict[str, Any]
-) -> dict[str, float]:
-    """Pearson r between per-token ``1 - cos`` of V and of the attention / FFN outputs, step to step.
-
-    Replays the uncached trajectory with every layer recomputed (Kp = Kr = 1) and reads the
-    features each step leaves in the cache; layer 0 and the prompt rows are left out.
-    """
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The model inputs (B×T) and response logits of every step of an uncached generation."""
     inputs: list[torch.Tensor] = []
-    hook = model.register_forward_pre_hook(lambda m, args: inputs.append(args[0].clone()))
+    logits: list[torch.Tensor] = []
+    pre = model.register_forward_pre_hook(lambda m, args: inputs.append(args[0].clone()))
+    # clone: the sampler writes -inf into the MASK column of the returned logits
+    post = model.register_forward_hook(lambda m, args, out: logits.append(out.logits.clone()))
     try:
         generate(model, prompts, **gen)
     finally:
-        hook.remove()
-    P, L = prompts.shape[1], model.config.n_layers
+        pre.remove()
+        post.remove()
+    return inputs, logits
+
+
+@torch.no_grad()
+def _logit_deviation(
+    model: TinyLLaDA,
+    trajectories: list[tuple[list[torch.Tensor], list[torch.Tensor]]],
+    prompt_length: int,
+    config: DLLMCacheConfig,
+    mask_id: int,
+) -> dict[str, float]:
+    """How far the cached response logits are from the uncached ones, on the uncached trajectory.
+
+    Every arm is fed the *same* inputs (the uncached run's, step by step), so selections are
+    compared at equal budget even when their sampled answers coincide. Over the still-masked
+    response positions (the ones the sampler reads): mean ``KL(p_full || p_cached)`` and mean
+    relative L2 error of the logits (the MASK column left out).
+    """
+    kls: list[torch.Tensor] = []
+    rels: list[torch.Tensor] = []
+    for inputs, references in trajectories:
+        with apply_dllm_cache(model, config) as handle:
+            handle.cache.reset(prompt_length)
+            for x, ref in zip(inputs, references, strict=True):
+                out = model(x, logits_to_keep=ref.shape[1]).logits
+                keep = torch.arange(ref.shape[-1]) != mask_id
+                ref, out = ref[..., keep].double(), out[..., keep].double()
+                masked = x[:, prompt_length:] == mask_id
+                log_p, log_q = ref.log_softmax(-1), out.log_softmax(-1)
+                kls.append((log_p.exp() * (log_p - log_q)).sum(-1)[masked])
+                rels.append(((out - ref).norm(dim=-1) / ref.norm(dim=-1))[masked])
+    return {"kl": float(torch.cat(kls).mean()), "rel_l2": float(torch.cat(rels).mean())}
+
+
+@torch.no_grad()
+def _v_change_correlation(
+    model: TinyLLaDA, inputs: list[torch.Tensor], prompt_length: int
+) -> dict[str, float]:
+    """Pearson r between per-token ``1 - cos`` of V and of the attention / FFN outputs, step to step.
+
+    Replays the uncached trajectory ``inputs`` with every layer recomputed (Kp = Kr = 1) and
+    reads the features each step leaves in the cache; layer 0 and the prompt rows are left out.
+    """
+    P, L = prompt_length, model.config.n_layers
     dv: list[torch.Tensor] = []
     da: list[torch.Tensor] = []
     df: list[torch.Tensor] = []
@@ -159,6 +202,19 @@ def run(args: ReproduceArgs) -> Report:
         name: report.cached(f"arm-{i}", lambda c=config: _run_arm(model, batches, c, gen))
         for i, (name, config) in enumerate(progress(ARMS.items(), desc="arms", total=len(ARMS)))
     }
+    P = settings["prompt_length"]
+    trajectories = [_uncached_trajectory(model, prompts, gen) for prompts, _ in batches]
+    deviation = {
+        name: report.cached(
+            f"deviation-{i}",
+            lambda c=config: (
+                _logit_deviation(model, trajectories, P, c, MASK)
+                if c is not None
+                else {"kl": 0.0, "rel_l2": 0.0}
+            ),
+        )
+        for i, (name, config) in enumerate(ARMS.items())
+    }
     reference = torch.tensor(results["no cache"]["outputs"])
     rows = []
     for name, res in results.items():
@@ -170,11 +226,12 @@ def run(args: ReproduceArgs) -> Report:
             "agreement with no cache": float((out == reference).float().mean()),
             "agreement on answer digits": float((out == reference)[:, : SPEC.digits].float().mean()),
             "FLOPs ratio (counted)": res["full_flops"] / res["flops"] if res["flops"] else 1.0,
+            "KL to no cache (same inputs)": deviation[name]["kl"],
+            "logit rel. error (same inputs)": deviation[name]["rel_l2"],
         })  # fmt: skip
     report.table("arms", rows)
     by = {r["arm"]: r for r in rows}
     ours, base = by["dLLM-Cache"], by["no cache"]
-    P = settings["prompt_length"]
     dims = model.model.transformer["blocks"][0].parts().dims
     L = model.config.n_layers
     analytic = generation_flops(dims, L, P, R, R, None) / generation_flops(dims, L, P, R, R, CACHED)
@@ -198,22 +255,39 @@ def run(args: ReproduceArgs) -> Report:
     report.claim("wall-clock speed-up (CPU, 1 thread)", "no-cache time / cached time", 1 / speed.ratio, 1.0,
                  direction="higher", baseline_name="no cache",
                  note=f"median of {speed.repeats} interleaved pairs, batch {settings['batch']}")  # fmt: skip
-    report.claim("task exact match within 2 points of no cache", "exact match", ours["exact match"],
-                 base["exact match"], direction="higher", tolerance=0.02, baseline_name="no cache")  # fmt: skip
-    report.claim("prompt-only cache keeps the quality", "exact match", by["prompt-only (Kr=1)"]["exact match"],
-                 base["exact match"], direction="higher", tolerance=0.02, baseline_name="no cache")  # fmt: skip
+    # Exact match is near zero for the tiny model, so quality is scored per answer digit; a
+    # comparison with an uncached model at chance level would show nothing, so it does not hold.
+    chance = 1 / 10
+    informative = base["answer digits right"] >= 2 * chance
+    why = ("" if informative else "inconclusive: the uncached model is at chance level; ") + (
+        f"exact match {{:.3f}} vs {base['exact match']:.3f} (no cache)"
+    )
+    for arm, claim_name in (
+        ("dLLM-Cache", "task accuracy within 2 points of no cache"),
+        ("prompt-only (Kr=1)", "prompt-only cache keeps the accuracy"),
+    ):
+        acc = by[arm]["answer digits right"]
+        report.claim(claim_name, "answer digits right", acc, base["answer digits right"],
+                     direction="higher", tolerance=0.02, baseline_name="no cache",
+                     held=informative and acc >= base["answer digits right"] - 0.02,
+                     note=why.format(by[arm]["exact match"]))  # fmt: skip
     report.claim("response caching saves beyond the prompt-only cache", "FLOPs ratio", ours["FLOPs ratio (counted)"],
                  by["prompt-only (Kr=1)"]["FLOPs ratio (counted)"], direction="higher",
                  baseline_name="prompt-only (Kr=1)")  # fmt: skip
     value = by["Kr=∞, V selection"]
-    for arm in ("Kr=∞, no adaptive update (ρ=0)", "Kr=∞, random selection", "Kr=∞, key selection"):
-        report.claim(f"V-cosine selection agrees with no cache at least as well as {arm.split(', ')[1]}",
-                     "agreement with no cache on the answer digits", value["agreement on answer digits"],
-                     by[arm]["agreement on answer digits"], direction="higher", baseline_name=arm,
+    ablations = ("Kr=∞, no adaptive update (ρ=0)", "Kr=∞, random selection", "Kr=∞, key selection")
+    answers_tie = all(
+        results[a]["outputs"] == results["Kr=∞, V selection"]["outputs"] for a in ablations
+    )
+    for arm in ablations:
+        report.claim(f"V-cosine selection stays closer to no cache than {arm.split(', ')[1]}",
+                     "KL(no cache || cached) on masked positions, same inputs", value["KL to no cache (same inputs)"],
+                     by[arm]["KL to no cache (same inputs)"], direction="lower", baseline_name=arm,
                      note=f"Kr=∞ (no periodic response refresh); FLOPs ratio {by[arm]['FLOPs ratio (counted)']:.2f}x "
-                          f"vs V selection {value['FLOPs ratio (counted)']:.2f}x")  # fmt: skip
+                          f"vs V selection {value['FLOPs ratio (counted)']:.2f}x; sampled answers "
+                          f"{'identical across the selections' if answers_tie else 'differ between selections'}")  # fmt: skip
 
-    corr = report.cached("correlation", lambda: _v_change_correlation(model, batches[0][0], gen))
+    corr = report.cached("correlation", lambda: _v_change_correlation(model, trajectories[0][0], P))
     for part in ("attn", "ffn"):
         report.claim(f"V change predicts {part} output change", "Pearson r (per token, step to step)",
                      corr[part], 0.0, direction="higher", baseline_name="no correlation",
