@@ -21,6 +21,8 @@ def test_sqrtm_and_inverse_against_scipy(cond):
     torch.testing.assert_close(Y @ Y, A, atol=1e-9, rtol=0)
     I = torch.eye(24, dtype=torch.float64)
     torch.testing.assert_close(Z @ A @ Z, I, atol=1e-7, rtol=0)
+    inv_expected = torch.from_numpy(scipy_linalg.inv(scipy_linalg.sqrtm(A.numpy()).real))
+    torch.testing.assert_close(Z, inv_expected, atol=1e-6, rtol=1e-8)
     assert info.iterations < 30
 
 
