@@ -32,6 +32,7 @@ from mixfp4.packed import (
     FMTS,
     NAN_POLICIES,
     SCALE_MAGNITUDE,
+    Fmt,
     MX4Packed,
     pack_nibbles,
 )
@@ -337,7 +338,7 @@ def quantize_mixfp4(
     """
     return _quantize_e4m3(
         x,
-        label="MixFP4",
+        fmt="mixfp4",
         block_size=block_size,
         tensor_scale=tensor_scale,
         selector=selector,
@@ -356,7 +357,7 @@ def quantize_mixfp4(
 def _quantize_e4m3(
     x: torch.Tensor,
     *,
-    label: str,
+    fmt: Fmt,
     block_size: int,
     tensor_scale: float | torch.Tensor | None,
     selector: str,
@@ -370,8 +371,9 @@ def _quantize_e4m3(
     strict: bool,
     backend: str,
 ) -> MX4Packed:
-    """NVFP4 and MixFP4 (E4M3 block scales, FP32 tensor scale); ``label`` names the format in errors."""
+    """NVFP4 and MixFP4 (E4M3 block scales, FP32 tensor scale) into an ``fmt`` container."""
     x = _check_input(x, nan_policy)
+    label = {"mixfp4": "MixFP4", "nvfp4": "NVFP4"}[fmt]
     block_size = _check_block_size(block_size, 16, strict, label, stacklevel=4)
     _choice("selector", selector, SELECTORS)
     _choice("e1m2_mode", e1m2_mode, E1M2_MODES)
@@ -418,7 +420,7 @@ def _quantize_e4m3(
         tensor_scale=s_t.reshape(()).clone(),
         shape=shape,
         block_size=block_size,
-        fmt="mixfp4",
+        fmt=fmt,
         e1m2_mode=e1m2_mode,
     )
 
@@ -442,9 +444,9 @@ def quantize_nvfp4(
     ``tensor_scale``; the default ``"subnormal"`` follows ModelOpt. Arguments as
     :func:`quantize_mixfp4`.
     """
-    packed = _quantize_e4m3(
+    return _quantize_e4m3(
         x,
-        label="NVFP4",
+        fmt="nvfp4",
         block_size=block_size,
         tensor_scale=tensor_scale,
         selector="mse",
@@ -457,14 +459,6 @@ def quantize_nvfp4(
         nan_policy=nan_policy,
         strict=strict,
         backend=backend,
-    )
-    return MX4Packed(
-        codes=packed.codes,
-        scales=packed.scales,
-        tensor_scale=packed.tensor_scale,
-        shape=packed.shape,
-        block_size=packed.block_size,
-        fmt="nvfp4",
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any, cast
 import torch
 
 from mixfp4.datapath import mixfp4_mm
-from mixfp4.evaluation import perplexity
+from mixfp4.evaluation import keep_lm_head, perplexity
 from mixfp4.nn import (
     MixFP4DynamicActivationMixFP4WeightConfig,
     MixFP4Linear,
@@ -313,10 +313,9 @@ def tiny_lm_results(steps: int, n_windows: int, seed: int) -> dict[str, Any]:
     model = trained.model.float().eval()
     ppl = {"fp32": perplexity(model, windows)}
     # The LM head stays in high precision, as in the usual W4A4 recipes.
-    keep = lambda m, fqn: fqn != "lm_head"  # noqa: E731
     for fmt in FORMATS:
         q = quantize_(
-            copy.deepcopy(model), MixFP4DynamicActivationMixFP4WeightConfig(fmt=fmt), keep
+            copy.deepcopy(model), MixFP4DynamicActivationMixFP4WeightConfig(fmt=fmt), keep_lm_head
         )
         ppl[fmt] = perplexity(q, windows)
     return {"ppl": ppl, "steps": steps, "tokens": int(windows[:, 1:].numel())}
