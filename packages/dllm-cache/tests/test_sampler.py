@@ -116,3 +116,69 @@ def test_cfg_residual_is_reused_between_refreshes(model, prompts):
         uncond_calls = max(r.step for r in handle.cache.stats.records if r.stream == "uncond")
     # refreshed at t <= 5 and t in {9, 13}: 7 unconditional forward calls instead of 16
     assert uncond_calls == 7
+
+
+class FixedLogits(nn.Module):
+    """Response logits that do not depend on the input: row ``i`` puts ``prob[i]`` on ``token[i]``."""
+
+    def __init__(self, tokens, probs, vocab=12):
+        super().__init__()
+        self.table = torch.full((len(tokens), vocab), -30.0)
+        for i, (t, p) in enumerate(zip(tokens, probs, strict=True)):
+            self.table[i, t] = 0.0
+            self.table[i, t + 1] = float(torch.log(torch.tensor(1 / p - 1)))  # softmax -> p on t
+        self.calls = []
+
+    def forward(self, x, logits_to_keep=0):
+        self.calls.append(x.clone())
+        logits = torch.zeros(x.shape[0], x.shape[1], self.table.shape[1])
+        logits[:, -self.table.shape[0] :] = self.table
+        return type("Out", (), {"logits": logits})()
+
+
+def _commit_order(model, R):
+    """The step at which each response position was committed (one commit per step)."""
+    steps = [len(model.calls) - 1] * R
+    for t in range(1, len(model.calls)):
+        for i in range(R):
+            if model.calls[t][0, -R + i] != MASK and model.calls[t - 1][0, -R + i] == MASK:
+                steps[i] = t - 1
+    return steps
+
+
+EOS, EOT = 9, 6
+
+
+def test_logits_eos_inf_never_samples_eos():
+    model = FixedLogits([EOS, 4, EOS, 5], [0.9, 0.6, 0.8, 0.7])
+    kw = dict(mask_id=MASK, gen_length=4, block_length=4, steps=4, eos_token_id=EOS)
+    assert generate(model, torch.tensor([[1, 2]]), **kw).tolist() == [[EOS, 4, EOS, 5]]
+    # EOS gone, the runner-up (EOS + 1 in the table) comes out instead
+    out = generate(model, torch.tensor([[1, 2]]), **kw, logits_eos_inf=True)
+    assert out.tolist() == [[EOS + 1, 4, EOS + 1, 5]]
+
+
+def test_confidence_eos_eot_inf_commits_eos_and_eot_last():
+    tokens, probs = [EOS, 4, EOT, 5, EOS], [0.99, 0.6, 0.95, 0.7, 0.9]
+    kw = dict(mask_id=MASK, gen_length=5, block_length=5, steps=5, eos_token_id=EOS)
+    plain = FixedLogits(tokens, probs)
+    generate(plain, torch.tensor([[1, 2]]), **kw)
+    assert _commit_order(plain, 5) == [0, 4, 1, 3, 2]  # by confidence
+    flagged = FixedLogits(tokens, probs)
+    out = generate(
+        flagged, torch.tensor([[1, 2]]), **kw, eot_token_id=EOT, confidence_eos_eot_inf=True
+    )
+    assert out.tolist() == [tokens]  # same tokens, other order
+    order = _commit_order(flagged, 5)
+    assert order[1] == 1 and order[3] == 0  # the real tokens first, by confidence
+    assert sorted(order[i] for i in (0, 2, 4)) == [2, 3, 4]
+    # without eot_token_id only EOS is held back
+    eos_only = FixedLogits(tokens, probs)
+    generate(eos_only, torch.tensor([[1, 2]]), **kw, confidence_eos_eot_inf=True)
+    assert _commit_order(eos_only, 5)[2] == 0
+
+
+def test_eos_flags_need_an_eos_id():
+    with pytest.raises(ValueError, match="eos_token_id"):
+        generate(FixedLogits([4], [0.9]), torch.tensor([[1]]), mask_id=MASK, gen_length=1,
+                 block_length=1, steps=1, logits_eos_inf=True)  # fmt: skip

@@ -75,6 +75,10 @@ def generate(
     pad_token_id: int | None = None,
     generator: torch.Generator | None = None,
     response_logits_only: bool | None = None,
+    logits_eos_inf: bool = False,
+    confidence_eos_eot_inf: bool = False,
+    eos_token_id: int | None = None,
+    eot_token_id: int | None = None,
 ) -> Tensor:
     """Sample ``gen_length`` tokens after each prompt row of ``input_ids`` (B×P); returns B×gen_length.
 
@@ -83,6 +87,11 @@ def generate(
     on this model (``None`` runs uncached). ``response_logits_only`` computes logits for the
     response only (default: when the model's forward takes ``logits_to_keep``); sampling only
     reads those.
+
+    LLaDA's optional flags: ``logits_eos_inf`` never samples ``eos_token_id`` (its logit is set
+    to −inf); ``confidence_eos_eot_inf`` gives candidates equal to ``eos_token_id`` or
+    ``eot_token_id`` the lowest confidence, 0, so they are committed last. ``eos_token_id``
+    defaults to ``model.config.eos_token_id``; LLaDA-8B's are 126081 (EOS) and 126348 (EoT).
     """
     if (
         not isinstance(input_ids, Tensor)
@@ -126,6 +135,16 @@ def generate(
         raise ValueError(
             f"the prompt contains mask_id={mask_id}; masks belong to the response only"
         )
+    special: list[int] = []
+    if logits_eos_inf or confidence_eos_eot_inf:
+        if eos_token_id is None:
+            eos_token_id = getattr(getattr(model, "config", None), "eos_token_id", None)
+        if not isinstance(eos_token_id, int):
+            raise ValueError(
+                "logits_eos_inf / confidence_eos_eot_inf need eos_token_id (an int); got "
+                f"{eos_token_id!r} and the model's config has none"
+            )
+        special = [eos_token_id] + ([eot_token_id] if eot_token_id is not None else [])
     full_mask: Tensor | None = None
     if attention_mask is not None:
         if attention_mask.shape != input_ids.shape:
@@ -172,6 +191,8 @@ def generate(
                 # A committed MASK would stay masked for good; LLaDA relies on the trained model
                 # never predicting it, we rule it out.
                 logits[..., mask_id] = -torch.inf
+                if logits_eos_inf:
+                    logits[..., special[0]] = -torch.inf
                 x0 = gumbel_argmax(logits, temperature, generator)
                 if remasking == "low_confidence":
                     p = F.softmax(logits.double(), dim=-1)
@@ -180,6 +201,9 @@ def generate(
                     conf = torch.rand(
                         x0.shape, generator=generator, dtype=torch.float64, device=x.device
                     )
+                if confidence_eos_eot_inf:
+                    # 0, not -inf: a -inf would tie with the positions outside the block.
+                    conf = conf.masked_fill(torch.isin(x0, x0.new_tensor(special)), 0.0)
                 conf[:, hi:] = -torch.inf  # nothing right of the current block
                 conf = torch.where(masked, conf, -torch.inf)
                 x0 = torch.where(masked, x0, resp)
