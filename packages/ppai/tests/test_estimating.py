@@ -140,14 +140,18 @@ def _random_stats(seed, D, T, N):
     D=st.integers(1, 4),
     T=st.integers(5, 200),
     N=st.integers(2, 2000),
-    coord=st.one_of(st.none(), st.integers(0, 3)),
+    coord=st.one_of(st.none(), st.integers(0, 3), st.just("contrast")),
 )
 def test_tuned_variance_never_exceeds_labeled_only(seed, D, T, N, coord):
     stats = _random_stats(seed, D, T, N)
-    coord = None if coord is None or coord >= D else coord
+    if coord == "contrast":  # the variance of c·θ̂ for random weights c
+        coord = np.random.default_rng(seed + 1).standard_normal(D)
+        pick = lambda C: coord @ C @ coord  # noqa: E731
+    else:
+        coord = None if coord is None or coord >= D else coord
+        pick = (lambda C: np.trace(C)) if coord is None else (lambda C: C[coord, coord])
     lam = ppai.tune_lambda(stats, coord=coord)
     var = lambda L: ppai.covariance(stats, L)  # noqa: E731
-    pick = (lambda C: np.trace(C)) if coord is None else (lambda C: C[coord, coord])
     assert pick(var(lam)) <= pick(var(np.zeros(D))) * (1 + 1e-12) + 1e-15
     # λ̂ is the minimiser over [0, 1]: no grid point does better.
     grid = [pick(var(np.full(D, g))) for g in np.linspace(0, 1, 101)]
@@ -198,6 +202,23 @@ def test_effect_and_policy_value(make_bandit):
     np.testing.assert_allclose(joint.theta_, [one.theta_[0], zero.theta_[0]], rtol=1e-12)
     np.testing.assert_allclose(np.diag(joint.cov_), [one.cov_[0, 0], zero.cov_[0, 0]], rtol=1e-12)
     eff = joint.contrast([1, -1])
+    # ppai_effect_ci tunes λ for the effect's own variance: the same as coord=[1, -1] on the joint fit.
+    tuned = ppai.PPAI("mean", target_arm=[1, 0], coord=[1, -1]).fit(
+        None, d["A"], d["Y"], d["propensity"], d["pred_labeled"], None, d["pred_unlabeled"]
+    )
+    effect = ppai.ppai_effect_ci(
+        d["Y"],
+        d["A"],
+        d["propensity"],
+        d["pred_labeled"],
+        d["pred_unlabeled"],
+        treatment=1,
+        control=0,
+    )
+    assert effect == tuned.contrast([1, -1])
+    assert tuned.lam_ != _fit("mean", d, arm=[1, 0]).lam_  # not the trace's λ
+    with pytest.raises(ValueError, match="coord must be an index or 2 finite weights"):
+        _fit("mean", d, arm=[1, 0], coord=[1, -1, 0])
     assert eff["estimate"] == pytest.approx(one.theta_[0] - zero.theta_[0])
     assert eff["se"] ** 2 == pytest.approx(
         joint.cov_[0, 0] + joint.cov_[1, 1] - 2 * joint.cov_[0, 1]

@@ -21,6 +21,7 @@ covariance gives contrasts such as treatment effects.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -245,11 +246,15 @@ def covariance(stats: ScoreStats, lam: Array) -> Array:
 
 
 def tune_lambda(
-    stats: ScoreStats, mode: str = "overall", coord: int | None = None, clip: bool = True
+    stats: ScoreStats,
+    mode: str = "overall",
+    coord: int | Sequence[float] | Array | None = None,
+    clip: bool = True,
 ) -> Array:
     """The plug-in power-tuning λ̂ (spec §2.3), the exact minimiser of the plug-in variance.
 
-    ``mode="overall"``: one λ minimising tr Cov(θ̂) (or Var(θ̂_coord) when ``coord`` is given);
+    ``mode="overall"``: one λ minimising tr Cov(θ̂), or Var(θ̂_coord) when ``coord`` is an index, or
+    Var(cᵀθ̂) when ``coord`` is a weight vector ``c`` of length D (a contrast such as an effect);
     ``mode="element"``: one λ per coordinate from the diagonals, as ``ppi_py``'s ``lam_optim_mode``.
     With ``clip`` λ̂ is clipped to [0, 1] (the minimiser over [0, 1], by convexity). Returns a vector of
     length D (constant for ``"overall"``).
@@ -259,14 +264,11 @@ def tune_lambda(
     den_m = 2 * H_inv @ (stats.C_bb + (stats.T / max(stats.N, 1)) * stats.V_U) @ H_inv.T
     D = stats.H.shape[0]
     if mode == "overall":
-        num, den = (
-            (np.trace(num_m), np.trace(den_m))
-            if coord is None
-            else (
-                num_m[coord, coord],
-                den_m[coord, coord],
-            )
-        )
+        if coord is None:
+            num, den = np.trace(num_m), np.trace(den_m)
+        else:
+            c = contrast_vector(coord, D)
+            num, den = c @ num_m @ c, c @ den_m @ c
         lam = np.full(D, num / den if den > 0 else 0.0)
     elif mode == "element":
         num_d, den_d = np.diag(num_m), np.diag(den_m)
@@ -274,6 +276,21 @@ def tune_lambda(
     else:
         raise ValueError(f"mode must be 'overall' or 'element', got {mode!r}")
     return np.clip(lam, 0.0, 1.0) if clip else lam
+
+
+def contrast_vector(coord: int | Sequence[float] | Array, D: int) -> Array:
+    """``coord`` as weights on the D coordinates of θ: a 0-based index (a unit vector) or a vector."""
+    if isinstance(coord, (int, np.integer)):
+        if not 0 <= coord < D:
+            raise ValueError(f"coord must index a coordinate of θ in [0, {D}), got {coord}")
+        return np.eye(D)[int(coord)]
+    c = np.asarray(coord, dtype=float)
+    if c.shape != (D,) or not np.all(np.isfinite(c)) or not np.any(c):
+        raise ValueError(
+            f"coord must be an index or {D} finite weights, not all zero (one per coordinate of θ), "
+            f"got {coord!r}"
+        )
+    return c
 
 
 def lam_vector(lam: float | NDArray[np.floating], D: int) -> Array:

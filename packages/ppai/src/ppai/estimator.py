@@ -37,7 +37,7 @@ def fit_blocks(
     lam: float | Array | None = None,
     *,
     lam_mode: str = "overall",
-    coord: int | None = None,
+    coord: int | Sequence[float] | None = None,
     clip_lam: bool = True,
 ) -> ZFit:
     """Fit stacked targets: ``lam=None`` tunes λ (scalar or per coordinate), else uses it as given."""
@@ -55,8 +55,6 @@ def fit_blocks(
             "lam=0 for the labeled-only estimator"
         )
     if lam_v is None:
-        if coord is not None and not 0 <= coord < D:
-            raise ValueError(f"coord must index a coordinate of θ in [0, {D}), got {coord}")
         stats = score_stats(problem, blocks, pilot, pooled_jacobian=True)
         lam_v = tune_lambda(stats, lam_mode, coord, clip_lam)
     thetas = [
@@ -104,7 +102,8 @@ class PPAI:
     lam : ``"auto"`` (plug-in power tuning), a float, or a per-coordinate vector. 0 gives the
         labeled-only IPW estimator, 1 plain prediction-powered inference.
     clip_lam : clip the tuned λ to [0, 1]; a user λ outside [0, 1] is then an error.
-    coord : tune λ for the variance of this coordinate only (0-based).
+    coord : tune λ for the variance of this coordinate only (0-based), or of ``coord · θ`` when it
+        is a weight vector (say ``[1, -1]`` with ``target_arm=[1, 0]``: the effect).
     lam_mode : ``"overall"`` (one λ) or ``"element"`` (one λ per coordinate).
     weighting : ``"ipw"``, ``"sqrt_stabilized"`` or ``"none"`` (ignore adaptivity); see
         :mod:`ppai.weighting`.
@@ -134,7 +133,7 @@ class PPAI:
         target_policy: TargetPolicy | None = None,
         lam: float | Sequence[float] | Literal["auto"] | None = "auto",
         clip_lam: bool = True,
-        coord: int | None = None,
+        coord: int | Sequence[float] | None = None,
         lam_mode: Literal["overall", "element"] = "overall",
         weighting: Weighting = "ipw",
         stabilizing_policy: Sequence[float] | None = None,

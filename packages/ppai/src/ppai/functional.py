@@ -119,8 +119,10 @@ def ppai_effect_ci(
 ) -> dict[str, float]:
     """Estimate, SE, interval and p-value of the effect μ_treatment − μ_control (an A/B test).
 
-    ``pred_unlabeled`` must be ``(N, K)``: predictions for both arms on the pool.
+    ``pred_unlabeled`` must be ``(N, K)``: predictions for both arms on the pool. λ is tuned for the
+    variance of the effect itself (``coord=[1, -1]``) unless ``coord`` is given.
     """
+    kw.setdefault("coord", [1.0, -1.0])
     est = _fit(
         "mean",
         None,

@@ -154,7 +154,8 @@ def run_targets(
     predictions: str, truths: dict[str, float], T: int, N: int, reps: int, seed: int
 ) -> dict[str, Any]:
     """Coverage, width and RMSE for the effect, an off-policy value, an OLS and a logistic slope
-    (clipped Thompson sampling); λ tuned for the slope's variance (``coord=1``) in the regressions."""
+    (clipped Thompson sampling); λ tuned for the target's own variance: the effect's
+    (``coord=[1, -1]``) and the slope's (``coord=1``) in the regressions."""
     rng = np.random.default_rng(seed)
     rows: dict[str, dict[str, list[tuple[float, float, float]]]] = {t: {} for t in truths}
 
@@ -188,7 +189,7 @@ def run_targets(
                     record("logistic slope of Y(1) on x0", m, fit.theta_[1], fit.se_[1])
                 continue
             for m, kw in methods.items():
-                fit = PPAI("mean", target_arm=[1, 0], **kw).fit(
+                fit = PPAI("mean", target_arm=[1, 0], coord=[1.0, -1.0], **kw).fit(
                     None, *args, None, d["pred_unlabeled"]
                 )
                 c = fit.contrast([1.0, -1.0])
@@ -353,7 +354,8 @@ def run(args: ReproduceArgs) -> Report:
     truths = report.cached("truths", lambda: target_truths(n_mc))
     targets = {
         q: report.cached(
-            f"targets-{q}", lambda q=q, s=args.seed + 200 + k: run_targets(q, truths, T, N, reps, s)
+            f"targets-effect-tuned-{q}",
+            lambda q=q, s=args.seed + 200 + k: run_targets(q, truths, T, N, reps, s),
         )
         for k, q in enumerate(progress(list(PREDICTIONS), desc="other targets"))
     }
