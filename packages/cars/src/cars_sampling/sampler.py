@@ -202,7 +202,7 @@ class CARSSampler:
 
     def _cone(self, node: Node) -> None:
         self._stats.mask_computations += 1
-        self.trie.apply_cone(node, self.constraint.allowed_mask().to("cpu", torch.bool))
+        self.trie.apply_cone(node, self.constraint.allowed_mask())
 
     def _ensure_root(self) -> None:
         # The root's cone (cars, rsft) is part of the proposal of the very first attempt.
@@ -228,11 +228,11 @@ class CARSSampler:
             if style == "cars" and node.born == k and len(nodes) > 1:
                 self._cone(node)
                 pending = True
-                weights = trie.weights(node, theta=False)
+                weights = trie.weights_array(node, theta=False)
             elif style == "rs" or (style == "rsft" and len(nodes) > 1):
-                weights = trie.weights(node, theta=False)
+                weights = trie.weights_array(node, theta=False)
             else:
-                weights = trie.weights(node)
+                weights = trie.weights_array(node)
             tok = draw(weights, float(self._rng.random()))
             if tok < 0:
                 if len(nodes) == 1:
@@ -242,7 +242,7 @@ class CARSSampler:
                 trie.propagate(nodes[:-1], tokens[:-1])
                 return "reject", [], 0.0
             self._stats.forward_passes += 1
-            logprob += float(node.logp[tok]) - node.lse
+            logprob += float(node.lp[tok]) - node.lse
             if not c.advance(tok):
                 if learn:
                     trie.set_theta(node, tok, 0.0)

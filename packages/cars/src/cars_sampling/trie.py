@@ -33,27 +33,31 @@ def probs_from_logp(logp: torch.Tensor, lse: float) -> torch.Tensor:
     return torch.exp(logp.to(torch.float64) - lse)
 
 
-def draw(weights: torch.Tensor, u: float) -> int:
+def draw(weights: torch.Tensor | np.ndarray, u: float) -> int:
     """Inverse-CDF draw of an index ∝ ``weights`` (non-negative) with the uniform ``u`` in [0, 1).
 
     Returns -1 when all weights are zero. One uniform per draw, so two samplers fed the same
     stream make the same choices whenever their weights agree.
     """
-    cdf = torch.cumsum(weights, 0)
+    # numpy on a zero-copy view: torch's per-call overhead (cumsum, a tensor for the query,
+    # searchsorted) was a third of the sampler's own cost per token.
+    w = weights.numpy() if isinstance(weights, torch.Tensor) else weights
+    cdf = np.cumsum(w)
     total = float(cdf[-1])
     if not total > 0.0:
         return -1
-    idx = int(torch.searchsorted(cdf, torch.tensor([u * total], dtype=cdf.dtype), right=True))
-    if idx >= weights.numel():  # u * total rounded up to the total: take the last positive entry
-        idx = int(weights.nonzero()[-1])
+    idx = int(np.searchsorted(cdf, u * total, side="right"))
+    if idx >= w.size:  # u * total rounded up to the total: take the last positive entry
+        idx = int(np.flatnonzero(w)[-1])
     return idx
 
 
 class _Node:
-    __slots__ = ("born", "children", "logp", "lse")
+    __slots__ = ("born", "children", "logp", "lp", "lse")
 
     def __init__(self, logp: torch.Tensor, born: int) -> None:
-        self.logp = logp
+        self.logp = logp.contiguous()
+        self.lp = self.logp.numpy()  # a view, for cheap scalar reads in the per-token loop
         self.lse = float(torch.logsumexp(logp.to(torch.float64), 0))
         self.children: dict[int, Node] = {}
         self.born = born
@@ -62,17 +66,18 @@ class _Node:
         return probs_from_logp(self.logp, self.lse)
 
     def prob(self, token: int) -> float:
-        return math.exp(float(self.logp[token]) - self.lse)
+        return math.exp(float(self.lp[token]) - self.lse)
 
 
 class DenseNode(_Node):
     """θ stored as a full float64 vector (two V-length vectors per node)."""
 
-    __slots__ = ("theta",)
+    __slots__ = ("_theta_np", "theta")
 
     def __init__(self, logp: torch.Tensor, born: int) -> None:
         super().__init__(logp, born)
         self.theta = torch.ones(logp.numel(), dtype=torch.float64)
+        self._theta_np = self.theta.numpy()
 
     def weights(self) -> torch.Tensor:
         return self.probs() * self.theta
@@ -81,13 +86,13 @@ class DenseNode(_Node):
         return float(self.weights().sum())
 
     def get_theta(self, token: int) -> float:
-        return float(self.theta[token])
+        return float(self._theta_np[token])
 
     def set_theta(self, token: int, value: float) -> int:
-        self.theta[token] = value
+        self._theta_np[token] = value
         return 0
 
-    def apply_cone(self, allowed: torch.Tensor) -> None:
+    def apply_cone(self, allowed: torch.Tensor, probs: torch.Tensor | None = None) -> None:
         self.theta[~allowed] = 0.0
 
     def theta_vector(self) -> torch.Tensor:
@@ -149,9 +154,15 @@ class SparseNode(_Node):
         self.mod[token] = value
         return int(fresh)
 
-    def apply_cone(self, allowed: torch.Tensor) -> None:
+    def apply_cone(self, allowed: torch.Tensor, probs: torch.Tensor | None = None) -> None:
+        """Zero θ outside ``allowed``; ``probs`` (this node's ``p``) saves recomputing it."""
+        p = self.probs() if probs is None else probs
+        if self.allowed is None and not self.mod:  # the usual case: a cone on a fresh node
+            keep = allowed.numpy()
+            self.removed += float(p.numpy()[~keep].sum())
+            self.allowed = np.packbits(keep)
+            return
         banned = (~allowed).nonzero().flatten()
-        p = self.probs()
         theta_now = torch.ones_like(p)
         if self.allowed is not None:
             theta_now[~self._allowed_tensor()] = 0.0
@@ -202,26 +213,32 @@ class Trie:
         self.n_nodes = 0
         self._sparse_entries = 0
         self._base_bytes = 0
-        self._cache: OrderedDict[tuple[int, bool], tuple[Node, torch.Tensor]] = OrderedDict()
+        # Arrays, not tensors: the per-token loop reads, sums and draws from them, and numpy's
+        # per-call overhead is a fraction of torch's at these sizes.
+        self._cache: OrderedDict[tuple[int, bool], tuple[Node, np.ndarray]] = OrderedDict()
 
-    def weights(self, node: Node, theta: bool = True) -> torch.Tensor:
-        """``p ⊙ θ`` (``theta=True``) or ``p`` at ``node``, from the cache when possible."""
+    def weights_array(self, node: Node, theta: bool = True) -> np.ndarray:
+        """``p ⊙ θ`` (``theta=True``) or ``p`` at ``node`` as a float64 array (cached; read only)."""
         key = (id(node), theta)
         hit = self._cache.get(key)
         if hit is not None and hit[0] is node:
             self._cache.move_to_end(key)
             return hit[1]
-        w = node.weights() if theta else node.probs()
+        w = (node.weights() if theta else node.probs()).numpy()
         self._cache[key] = (node, w)
-        if len(self._cache) * 8 * w.numel() > self.cache_bytes:
+        if len(self._cache) * 8 * w.size > self.cache_bytes:
             self._cache.popitem(last=False)
         return w
+
+    def weights(self, node: Node, theta: bool = True) -> torch.Tensor:
+        """:meth:`weights_array` as a tensor sharing its memory (do not modify it)."""
+        return torch.from_numpy(self.weights_array(node, theta))
 
     def z(self, node: Node) -> float:
         """``Z_u = Σ p_u θ_u``: the sparse O(1) form when it is accurate, else a (cached) sum."""
         if isinstance(node, SparseNode) and node.removed < 0.5:
             return node.z()
-        return float(self.weights(node).sum())
+        return float(self.weights_array(node).sum())
 
     def _uncache(self, node: Node) -> None:
         self._cache.pop((id(node), True), None)
@@ -255,7 +272,8 @@ class Trie:
         """Zero θ on the tokens the constraint disallows at ``node`` (CARS' cone)."""
         if isinstance(node, SparseNode) and node.allowed is None:
             self._base_bytes += (node.logp.numel() + 7) // 8
-        node.apply_cone(allowed)
+        allowed = allowed.to("cpu", torch.bool)
+        node.apply_cone(allowed, self.weights(node, theta=False))
         self._uncache(node)
 
     def set_theta(self, node: Node, token: int, value: float) -> None:
