@@ -48,8 +48,12 @@ PAPER_HOTPOTQA = 9.1
 
 
 def _run_arm(
-    model: TinyLLaDA, batches: list[tuple[torch.Tensor, torch.Tensor]], config, gen
+    model: TinyLLaDA,
+    batches: list[tuple[torch.Tensor, torch.Tensor]],
+    config: DLLMCacheConfig | None,
+    gen: dict[str, Any],
 ) -> dict[str, Any]:
+    """Sampled outputs of one arm (``None``: no cache) and its counted FLOPs with and without."""
     outs, flops, full = [], 0, 0
     for prompts, _ in batches:
         if config is None:
