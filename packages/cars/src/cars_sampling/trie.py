@@ -42,11 +42,11 @@ def draw(weights: torch.Tensor | np.ndarray, u: float) -> int:
     # numpy on a zero-copy view: torch's per-call overhead (cumsum, a tensor for the query,
     # searchsorted) was a third of the sampler's own cost per token.
     w = weights.numpy() if isinstance(weights, torch.Tensor) else weights
-    cdf = np.cumsum(w)
+    cdf = w.cumsum()  # the methods, not np.cumsum/np.searchsorted: no dispatch wrapper per call
     total = float(cdf[-1])
     if not total > 0.0:
         return -1
-    idx = int(np.searchsorted(cdf, u * total, side="right"))
+    idx = int(cdf.searchsorted(u * total, side="right"))
     if idx >= w.size:  # u * total rounded up to the total: take the last positive entry
         idx = int(np.flatnonzero(w)[-1])
     return idx
