@@ -291,6 +291,142 @@ def _width_claim(report: Report, where: str, cells: dict[tuple[str, str], dict[s
     )
 
 
+def _settings_grid(
+    report: Report, args: ReproduceArgs, T: int, reps: int
+) -> dict[tuple[str, str, int, str], dict[str, Any]]:
+    """The spec's other settings (§5): 3 arms × 10 covariates, N = T and N = 10T, and a policy whose
+    propensities are not floored, each under both kinds of predictions (results keyed by
+    ``(policy, environment, N/T, predictions)``)."""
+    # ε-greedy: the policy with the largest weights. Tuned λ is compared with labeled-only IPW.
+    grid_cases = args.pick(
+        smoke=[("ε-greedy 0.1", "K=3, p=10", 5), (NON_STABILISING, "K=2, p=3", 5)],
+        quick=[
+            ("ε-greedy 0.1", "K=3, p=10", 5),
+            ("ε-greedy 0.1", "K=2, p=3", 1),
+            ("ε-greedy 0.1", "K=2, p=3", 10),
+            (NON_STABILISING, "K=2, p=3", 5),
+        ],
+        full=[
+            ("ε-greedy 0.1", "K=3, p=10", 5),
+            ("ε-greedy 0.1", "K=3, p=10", 1),
+            ("ε-greedy 0.1", "K=3, p=10", 10),
+            ("ε-greedy 0.1", "K=2, p=3", 1),
+            ("ε-greedy 0.1", "K=2, p=3", 10),
+            (NON_STABILISING, "K=2, p=3", 5),
+        ],
+    )
+    grid = {
+        (pol, env_name, ratio, q): report.cached(
+            f"grid-{pol}-{env_name}-{ratio}-{q}",
+            lambda pol=pol, e=env_name, r=ratio, q=q, s=args.seed + 300 + k: run_cell(
+                pol, q, T, r * T, reps, s, env_name=e
+            ),
+        )
+        for k, (pol, env_name, ratio, q) in enumerate(
+            progress([(*case, q) for case in grid_cases for q in PREDICTIONS], desc="settings grid")
+        )
+    }
+    report.table(
+        f"settings grid, E[Y(1)] = 0.3 (T={T}, {reps} experiments; coverage / width / λ̂)",
+        [
+            {
+                "policy": pol,
+                "arms, covariates": env_name,
+                "N": f"{ratio}T",
+                "predictions": q,
+                **{
+                    m: f"{r[m]['coverage']:.3f} / {r[m]['width']:.3f} / {r[m]['lam']:.2f}"
+                    for m in ("labeled-only IPW", "PPAI tuned λ")
+                },
+            }
+            for (pol, env_name, ratio, q), r in grid.items()
+        ],
+    )
+
+    return grid
+
+
+def _claims(
+    report: Report,
+    results: dict[tuple[str, str], dict[str, Any]],
+    targets: dict[str, dict[str, Any]],
+    grid: dict[tuple[str, str, int, str], dict[str, Any]],
+    reps: int,
+) -> None:
+    """The abstract's claims, computed from the cells, the other targets and the settings grid."""
+    band = 3 * float(np.sqrt(0.95 * 0.05 / reps))  # 3 Monte-Carlo s.e. of a 95 % coverage
+    tuned = {c: r[TUNED] for c, r in results.items()}
+    ipw = {c: r[IPW] for c, r in results.items()}
+    inf = [c for c in results if c[1] == "informative"]
+    useless = [c for c in results if c[1] == "useless"]
+    ratio = {c: tuned[c]["width"] / ipw[c]["width"] for c in results}
+    other = {(t, q): res for q, by_t in targets.items() for t, res in by_t.items()}
+    floored = {
+        (f"{pol}, {env_name}, N = {n}T", q): r
+        for (pol, env_name, n, q), r in grid.items()
+        if pol != NON_STABILISING
+    }
+    _coverage_claim(report, "tuned PPAI keeps nominal coverage (every cell)", results, band)
+    _coverage_claim(report, "tuned PPAI keeps nominal coverage on the other targets", other, band)
+    _width_claim(report, "on the other targets", other)
+    if floored:
+        _coverage_claim(
+            report,
+            "tuned PPAI keeps nominal coverage on the settings grid (floored policy)",
+            floored,
+            band,
+        )
+        _width_claim(report, "on the settings grid", floored)
+    report.claim(
+        "tuned PPAI narrows the interval with informative predictions",
+        "CI width / labeled-only (max over cells)",
+        max(ratio[c] for c in inf),
+        1.0,
+        direction="lower",
+        baseline_name="labeled-only IPW",
+        held=all(ratio[c] < 1.0 for c in inf),
+    )
+    report.claim(
+        "tuned PPAI is no wider than labeled-only with useless predictions",
+        "CI width / labeled-only (max over cells)",
+        max(ratio[c] for c in useless),
+        1.0,
+        direction="lower",
+        tolerance=0.02,
+        baseline_name="labeled-only IPW",
+    )
+    report.claim(
+        "tuned PPAI has lower RMSE with informative predictions",
+        "RMSE / labeled-only (max over cells)",
+        max(tuned[c]["rmse"] / ipw[c]["rmse"] for c in inf),
+        1.0,
+        direction="lower",
+        baseline_name="labeled-only IPW",
+    )
+    lam1 = {c: results[c]["PPAI λ=1"]["width"] / ipw[c]["width"] for c in useless}
+    report.claim(
+        "λ = 1 without tuning widens the interval with useless predictions",
+        "CI width / labeled-only (min over cells)",
+        min(lam1.values()),
+        1.0,
+        direction="higher",
+        baseline_name="labeled-only IPW",
+        held=all(v > 1.0 for v in lam1.values()),
+    )
+    # Under a context-free policy the rounds that played the arm are a random sample of contexts,
+    # so ignoring the adaptivity is (nearly) harmless there; the claim is about contextual policies.
+    contextual = [c for c in results if "context-free" not in c[0]]
+    naive = max(results[c]["PPI++ ignoring adaptivity"]["coverage"] for c in contextual)
+    report.claim(
+        "ignoring adaptivity loses coverage (contextual policies)",
+        "coverage of PPI++ ignoring adaptivity (best cell)",
+        naive,
+        0.95 - band,
+        direction="lower",
+        baseline_name="nominal − 3 MC s.e.",
+    )
+
+
 def run(args: ReproduceArgs) -> Report:
     T = args.pick(smoke=200, quick=2000, full=4000)
     N = 5 * T
@@ -376,124 +512,8 @@ def run(args: ReproduceArgs) -> Report:
         ],
     )
 
-    # The spec's other settings (§5), under the policy with the largest weights, and a policy whose
-    # propensities are not floored. Tuned λ is compared with labeled-only IPW on the same experiments.
-    grid_cases = args.pick(
-        smoke=[("ε-greedy 0.1", "K=3, p=10", 5), (NON_STABILISING, "K=2, p=3", 5)],
-        quick=[
-            ("ε-greedy 0.1", "K=3, p=10", 5),
-            ("ε-greedy 0.1", "K=2, p=3", 1),
-            ("ε-greedy 0.1", "K=2, p=3", 10),
-            (NON_STABILISING, "K=2, p=3", 5),
-        ],
-        full=[
-            ("ε-greedy 0.1", "K=3, p=10", 5),
-            ("ε-greedy 0.1", "K=3, p=10", 1),
-            ("ε-greedy 0.1", "K=3, p=10", 10),
-            ("ε-greedy 0.1", "K=2, p=3", 1),
-            ("ε-greedy 0.1", "K=2, p=3", 10),
-            (NON_STABILISING, "K=2, p=3", 5),
-        ],
-    )
-    grid = {
-        (pol, env_name, ratio, q): report.cached(
-            f"grid-{pol}-{env_name}-{ratio}-{q}",
-            lambda pol=pol, e=env_name, r=ratio, q=q, s=args.seed + 300 + k: run_cell(
-                pol, q, T, r * T, reps, s, env_name=e
-            ),
-        )
-        for k, (pol, env_name, ratio, q) in enumerate(
-            progress([(*case, q) for case in grid_cases for q in PREDICTIONS], desc="settings grid")
-        )
-    }
-    report.table(
-        f"settings grid, E[Y(1)] = 0.3 (T={T}, {reps} experiments; coverage / width / λ̂)",
-        [
-            {
-                "policy": pol,
-                "arms, covariates": env_name,
-                "N": f"{ratio}T",
-                "predictions": q,
-                **{
-                    m: f"{r[m]['coverage']:.3f} / {r[m]['width']:.3f} / {r[m]['lam']:.2f}"
-                    for m in ("labeled-only IPW", "PPAI tuned λ")
-                },
-            }
-            for (pol, env_name, ratio, q), r in grid.items()
-        ],
-    )
-
-    band = 3 * float(np.sqrt(0.95 * 0.05 / reps))  # 3 Monte-Carlo s.e. of a 95 % coverage
-    tuned = {c: r[TUNED] for c, r in results.items()}
-    ipw = {c: r[IPW] for c, r in results.items()}
-    inf = [c for c in results if c[1] == "informative"]
-    useless = [c for c in results if c[1] == "useless"]
-    ratio = {c: tuned[c]["width"] / ipw[c]["width"] for c in results}
-    other = {(t, q): res for q, by_t in targets.items() for t, res in by_t.items()}
-    floored = {
-        (f"{pol}, {env_name}, N = {n}T", q): r
-        for (pol, env_name, n, q), r in grid.items()
-        if pol != NON_STABILISING
-    }
-    _coverage_claim(report, "tuned PPAI keeps nominal coverage (every cell)", results, band)
-    _coverage_claim(report, "tuned PPAI keeps nominal coverage on the other targets", other, band)
-    _width_claim(report, "on the other targets", other)
-    if floored:
-        _coverage_claim(
-            report,
-            "tuned PPAI keeps nominal coverage on the settings grid (floored policy)",
-            floored,
-            band,
-        )
-        _width_claim(report, "on the settings grid", floored)
-    report.claim(
-        "tuned PPAI narrows the interval with informative predictions",
-        "CI width / labeled-only (max over cells)",
-        max(ratio[c] for c in inf),
-        1.0,
-        direction="lower",
-        baseline_name="labeled-only IPW",
-        held=all(ratio[c] < 1.0 for c in inf),
-    )
-    report.claim(
-        "tuned PPAI is no wider than labeled-only with useless predictions",
-        "CI width / labeled-only (max over cells)",
-        max(ratio[c] for c in useless),
-        1.0,
-        direction="lower",
-        tolerance=0.02,
-        baseline_name="labeled-only IPW",
-    )
-    report.claim(
-        "tuned PPAI has lower RMSE with informative predictions",
-        "RMSE / labeled-only (max over cells)",
-        max(tuned[c]["rmse"] / ipw[c]["rmse"] for c in inf),
-        1.0,
-        direction="lower",
-        baseline_name="labeled-only IPW",
-    )
-    lam1 = {c: results[c]["PPAI λ=1"]["width"] / ipw[c]["width"] for c in useless}
-    report.claim(
-        "λ = 1 without tuning widens the interval with useless predictions",
-        "CI width / labeled-only (min over cells)",
-        min(lam1.values()),
-        1.0,
-        direction="higher",
-        baseline_name="labeled-only IPW",
-        held=all(v > 1.0 for v in lam1.values()),
-    )
-    # Under a context-free policy the rounds that played the arm are a random sample of contexts,
-    # so ignoring the adaptivity is (nearly) harmless there; the claim is about contextual policies.
-    contextual = [c for c in results if "context-free" not in c[0]]
-    naive = max(results[c]["PPI++ ignoring adaptivity"]["coverage"] for c in contextual)
-    report.claim(
-        "ignoring adaptivity loses coverage (contextual policies)",
-        "coverage of PPI++ ignoring adaptivity (best cell)",
-        naive,
-        0.95 - band,
-        direction="lower",
-        baseline_name="nominal − 3 MC s.e.",
-    )
+    grid = _settings_grid(report, args, T, reps)
+    _claims(report, results, targets, grid, reps)
     return report
 
 
