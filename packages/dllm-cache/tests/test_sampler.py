@@ -9,6 +9,7 @@ from dllm_cache import (
     gumbel_argmax,
     num_transfer_tokens,
 )
+from dllm_cache.sampler import _guided_logits
 from torch import nn
 
 MASK = 3
@@ -102,6 +103,18 @@ def test_cfg_uncached_matches_formula_and_cached_interval_one_agrees(model, prom
     kw = dict(mask_id=MASK, gen_length=8, block_length=8, steps=8, cfg_scale=1.5)
     plain = generate(model, x, **kw)
     assert not torch.equal(plain, generate(model, x, **{**kw, "cfg_scale": 0.0}))
+    # LLaDA's formula, from two separate forward calls: un + (w + 1)(cond - un)
+    full = torch.cat([x, torch.full((2, 8), MASK)], 1)
+    full[:, 12] = 20  # a partly decoded response
+    un_x = full.clone()
+    un_x[:, :10] = MASK
+
+    def logits_of(z):
+        return model(z).logits[:, -8:]
+
+    cond, un = logits_of(full), logits_of(un_x)
+    guided = _guided_logits(full, 10, 1, 1.5, MASK, None, logits_of)
+    torch.testing.assert_close(guided, un + 2.5 * (cond - un), rtol=0, atol=1e-5)
     with apply_dllm_cache(model, DLLMCacheConfig(1, 1, 0.0, cfg_interval=1)) as handle:
         assert torch.equal(plain, generate(model, x, **kw, cache=handle.cache))
         uncond_steps = {r.step for r in handle.cache.stats.records if r.stream == "uncond"}
