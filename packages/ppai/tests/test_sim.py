@@ -90,3 +90,5 @@ def test_environment_and_predictors():
         LinearContextualBandit(np.ones((2, 3)), np.zeros(3))
     with pytest.raises(ValueError, match="epsilon must lie in"):
         EpsilonGreedy(1.5)
+    with pytest.raises(ValueError, match=r"clip=0.6 exceeds 1/K = 0.5"):
+        simulate(env, UCB(clip=0.6, warmup=0), NoisyOracle(env), T=2, N=1, reps=1, rng=rng)

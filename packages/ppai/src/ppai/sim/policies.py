@@ -85,12 +85,15 @@ def _greedy(scores: Array, K: int) -> Array:
 
 
 def _mix(p_raw: Array, floor: float, K: int) -> Array:
+    if K * floor > 1.0:
+        # Above 1/K the mixture weight 1 − K·floor is negative: the preferences would be inverted.
+        raise ValueError(f"clip={floor!r} exceeds 1/K = {1.0 / K:.3g}: {K} arms cannot all keep it")
     return floor + (1.0 - K * floor) * p_raw
 
 
 def _check_floor(floor: float, name: str) -> float:
     if not 0.0 <= floor < 1.0:
-        raise ValueError(f"{name} must lie in [0, 1/K), got {floor!r}")
+        raise ValueError(f"{name} must lie in [0, 1), got {floor!r}")
     return float(floor)
 
 
