@@ -1,10 +1,10 @@
 """Grammars of the reproduction, written here: SyGuS-style bit-vector and string programs, JSON, SQL.
 
 Each :class:`Grammar` has a bounded-depth regular form (``regex``, for the pure-Python
-:class:`~cars_sampling.DFAConstraint`) and, where the language is context-free, a Lark form
-(``lark``, for :class:`~cars_sampling.llguidance_backend.LLGuidanceConstraint`) whose strings of the
-same bounded depth coincide with the regex's. They mimic the paper's domains (SyGuS BV4 and SLIA,
-fuzzing JSON/SQL) at a size a CPU can sample from; the paper's own grammars live in ``pparys/cars``.
+:class:`~cars_sampling.DFAConstraint`) and a Lark form (``lark``, for
+:class:`~cars_sampling.llguidance_backend.LLGuidanceConstraint`) with the same strings (tested both
+ways). They mimic the paper's domains (SyGuS BV4 and SLIA, fuzzing JSON/SQL) at a size a CPU can
+sample from; the paper's own grammars live in ``pparys/cars``.
 """
 
 from __future__ import annotations
@@ -110,21 +110,49 @@ GRAMMARS: dict[str, Grammar] = {
     "slia": Grammar(
         name="slia",
         regex=_STR_EXPR2,
-        lark=None,
+        lark=(
+            "start: e2\n"
+            'e2: e1 | "(str.++ " e1 " " e1 ")"\n'
+            'e1: atom | "(str.++ " atom " " atom ")" | "(str.at name " int ")"\n'
+            '    | "(str.substr name " int " " int ")" | "(str.replace name " atom " " atom ")"\n'
+            'atom: "name" | STR\n'
+            'int: DIGIT | "(str.len name)"\n'
+            'STR: /"( |\\.|[a-z]{1,3})"/\n'
+            "DIGIT: /[0-9]/\n"
+        ),
         prompt="; SyGuS SLIA: a string program of name\n",
         description="SyGuS-style string terms (str.++, str.at, str.substr, str.replace), depth <= 2",
     ),
     "json": Grammar(
         name="json",
         regex=_JSON,
-        lark=None,
+        lark=(
+            'start: "{" KEY_NAME NAME "\\", " KEY_AGE AGE tags? "}"\n'
+            'tags: ", " KEY_TAGS "[" (TAG | TAG ", " TAG | TAG ", " TAG ", " TAG)? "]"\n'
+            'KEY_NAME: "\\"name\\": \\""\n'
+            'KEY_AGE: "\\"age\\": "\n'
+            'KEY_TAGS: "\\"tags\\": "\n'
+            "NAME: /[A-Za-z]{1,8}/\n"
+            "AGE: /[0-9]{1,2}/\n"
+            'TAG: /"[a-z]{1,5}"/\n'
+        ),
         prompt="// a JSON record of a person\n",
         description="a flat JSON record: name, age, optional tags list (<= 3 tags)",
     ),
     "sql": Grammar(
         name="sql",
         regex=_SQL,
-        lark=None,
+        lark=(
+            'start: "SELECT " cols " FROM " TABLE where? ";"\n'
+            'cols: "*" | COL | COL ", " COL | COL ", " COL ", " COL\n'
+            'where: " WHERE " cond (" " LOGIC " " cond)?\n'
+            'cond: COL " " OP " " NUM\n'
+            'COL: "id" | "name" | "age" | "total"\n'
+            'TABLE: "users" | "orders"\n'
+            'OP: "=" | "<" | ">"\n'
+            'LOGIC: "AND" | "OR"\n'
+            "NUM: /[0-9]{1,3}/\n"
+        ),
         prompt="-- a SQL query\n",
         description="SELECT ... FROM ... [WHERE a op n [AND|OR b op n]];",
     ),
