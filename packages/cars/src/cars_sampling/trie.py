@@ -158,9 +158,9 @@ class SparseNode(_Node):
         """Zero θ outside ``allowed``; ``probs`` (this node's ``p``) saves recomputing it."""
         p = self.probs() if probs is None else probs
         if self.allowed is None and not self.mod:  # the usual case: a cone on a fresh node
-            keep = allowed.numpy()
-            self.removed += float(p.numpy()[~keep].sum())
-            self.allowed = np.packbits(keep)
+            bits = allowed.numpy()
+            self.removed += float(p.numpy()[~bits].sum())
+            self.allowed = np.packbits(bits)
             return
         banned = (~allowed).nonzero().flatten()
         theta_now = torch.ones_like(p)
