@@ -29,15 +29,8 @@ class NewtonOnly:
 
 
 def _fit(problem, d, arm=1, **kw):
-    return ppai.PPAI(problem, target_arm=arm, **kw).fit(
-        d["X"],
-        d["A"],
-        d["Y"],
-        d["propensity"],
-        d["pred_labeled"],
-        d["X_unlabeled"],
-        d["pred_unlabeled"],
-    )
+    # d holds exactly fit's keywords (ppai.sim.Experiments.rep).
+    return ppai.PPAI(problem, target_arm=arm, **kw).fit(**d)
 
 
 def test_lambda_zero_is_the_labeled_only_ipw_estimator(make_bandit):

@@ -11,15 +11,8 @@ def d(make_bandit):
 
 
 def fit(d, problem="mean", arm=1, **kw):
-    return ppai.PPAI(problem, target_arm=arm, **kw).fit(
-        d["X"],
-        d["A"],
-        d["Y"],
-        d["propensity"],
-        d["pred_labeled"],
-        d["X_unlabeled"],
-        d["pred_unlabeled"],
-    )
+    # d holds exactly fit's keywords (ppai.sim.Experiments.rep).
+    return ppai.PPAI(problem, target_arm=arm, **kw).fit(**d)
 
 
 def test_propensities_outside_zero_one(d):

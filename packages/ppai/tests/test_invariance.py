@@ -6,15 +6,8 @@ import pytest
 
 
 def fit(d, problem="mean", arm=1, **kw):
-    return ppai.PPAI(problem, target_arm=arm, **kw).fit(
-        d["X"],
-        d["A"],
-        d["Y"],
-        d["propensity"],
-        d["pred_labeled"],
-        d["X_unlabeled"],
-        d["pred_unlabeled"],
-    )
+    # d holds exactly fit's keywords (ppai.sim.Experiments.rep).
+    return ppai.PPAI(problem, target_arm=arm, **kw).fit(**d)
 
 
 @pytest.mark.parametrize("problem", ["mean", "ols", "quantile"])
