@@ -274,6 +274,14 @@ def test_all_zero_tensor():
         assert bool((out == 0).all()) and bool(torch.isfinite(out).all())
 
 
+def test_tensors_without_rows():
+    for fn in (mixfp4.quantize_mixfp4, mixfp4.quantize_nvfp4, mixfp4.quantize_mxfp4):
+        p = fn(torch.zeros(0, 40))
+        assert p.codes.shape[0] == 0 and mixfp4.dequantize(p).shape == (0, 40)
+    q = mixfp4.quantize_mixfp4(torch.ones(3, 40))
+    assert mixfp4.mixfp4_mm(mixfp4.quantize_mixfp4(torch.zeros(0, 40)), q).shape == (0, 3)
+
+
 def test_single_nonzero_element_is_reproduced():
     x = torch.zeros(2, 32)
     x[1, 7] = -3.7

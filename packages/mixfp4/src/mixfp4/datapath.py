@@ -67,8 +67,9 @@ def mixfp4_mm(
     codes_a, mult_a = to_e2m2(a)
     codes_b, mult_b = to_e2m2(b)
     bs = a.block_size
-    va = E2M2.decode(codes_a).reshape(a.shape[0], -1, bs)
-    vb = E2M2.decode(codes_b).reshape(b.shape[0], -1, bs)
+    nb = codes_a.shape[-1] // bs
+    va = E2M2.decode(codes_a).reshape(a.shape[0], nb, bs)
+    vb = E2M2.decode(codes_b).reshape(b.shape[0], nb, bs)
     # [M, N, nb] exact block dot products of E2M2 values
     partial = torch.einsum("mkb,nkb->mnk", va, vb)
     scaled = partial * (mult_a.unsqueeze(1) * mult_b.unsqueeze(0))

@@ -111,12 +111,17 @@ def _pad(x: torch.Tensor, block_size: int, pad: str) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, block_size - rem))
 
 
+def _blocked(x: torch.Tensor, block_size: int) -> torch.Tensor:
+    """``x`` ``[..., K]`` viewed as ``[..., K / block_size, block_size]`` (also with zero rows)."""
+    return x.reshape(*x.shape[:-1], x.shape[-1] // block_size, block_size)
+
+
 def _finite_part(x: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``x`` with non-finite values zeroed, and the per-block mask of blocks that held any."""
     finite = torch.isfinite(x)
     if bool(finite.all()):
         return x, None
-    bad = (~finite).reshape(*x.shape[:-1], -1, block_size).any(dim=-1)
+    bad = _blocked(~finite, block_size).any(dim=-1)
     return torch.where(finite, x, torch.zeros((), dtype=x.dtype)), bad
 
 
@@ -272,7 +277,7 @@ def _mixfp4_reference(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Pure-torch MixFP4 on padded finite float32 ``x`` with block maxima ``amax``: packed codes,
     scale bytes, saturated mask."""
-    blocks = x.reshape(*x.shape[:-1], -1, block_size)
+    blocks = _blocked(x, block_size)
     if noise is not None:
         noise = noise.reshape(blocks.shape)
     use_e2m1, use_e1m2 = use
@@ -506,7 +511,7 @@ def quantize_mxfp4(
     xp, amax, bad_blocks = _block_amax(_pad(x, block_size, pad), block_size, nan_policy)
     exp = mx_shared_exponent(amax, scale_rounding)
     scale = torch.pow(2.0, exp.double()).float().unsqueeze(-1)
-    blocks = xp.reshape(*xp.shape[:-1], -1, block_size)
+    blocks = _blocked(xp, block_size)
     scaled = (blocks / scale).clamp(-E2M1.max, E2M1.max)
     noise = None
     if rounding == "stochastic":
@@ -559,7 +564,7 @@ def dequantize(
                 "to get NaN there"
             )
     v = packed.element_values()
-    v = v.reshape(*v.shape[:-1], -1, packed.block_size)
+    v = _blocked(v, packed.block_size)
     total = (packed.tensor_scale.reshape(()).float() * packed.block_scales()).unsqueeze(-1)
     xhat = (v * total).reshape(*v.shape[:-2], packed.padded_k)
     return xhat[..., : packed.shape[-1]].to(dtype)
