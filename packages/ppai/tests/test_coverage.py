@@ -72,3 +72,27 @@ def test_labeled_contexts_in_a_small_pool_keep_coverage_and_narrow():
     sep, joint = np.mean(out[False], axis=0), np.mean(out[True], axis=0)
     assert abs(joint[0] - 0.95) <= BAND, (sep, joint)
     assert joint[1] < 0.95 * sep[1], (sep, joint)
+
+
+def test_quantile_inversion_interval_covers_under_adaptivity():
+    """The median of Y(1) (0.3: Y(1) is symmetric about its mean) under clipped Thompson sampling."""
+    env = LinearContextualBandit.default()
+    ex = simulate(
+        env,
+        ThompsonSampling(clip=0.1),
+        NoisyOracle.informative(env),
+        T=1000,
+        N=5000,
+        reps=REPS,
+        rng=np.random.default_rng(13),
+    )
+    out = {"tuned": [], "ipw": []}
+    for r in range(REPS):
+        d = ex.rep(r)
+        args = (d["Y"], d["A"], d["propensity"], d["pred_labeled"], d["pred_unlabeled"])
+        for name, lam in (("tuned", None), ("ipw", 0.0)):
+            lo, hi = ppai.ppai_quantile_ci(*args, arm=1, q=0.5, lam=lam, method="inversion")
+            out[name].append((lo <= 0.3 <= hi, hi - lo))
+    tuned, ipw = np.mean(out["tuned"], axis=0), np.mean(out["ipw"], axis=0)
+    assert abs(tuned[0] - 0.95) <= BAND and abs(ipw[0] - 0.95) <= BAND, (tuned, ipw)
+    assert tuned[1] < 0.9 * ipw[1], (tuned, ipw)

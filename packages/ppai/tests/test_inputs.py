@@ -126,3 +126,11 @@ def test_parameters(d):
         ppai.PPAI().conf_int()
     with pytest.raises(ValueError, match="q must lie in"):
         fit(d, problem="quantile", q=1.0)
+
+
+def test_quantile_inversion_rejects_what_it_does_not_support(d):
+    args = (d["Y"], d["A"], d["propensity"], d["pred_labeled"], d["pred_unlabeled"])
+    with pytest.raises(ValueError, match="method must be 'wald' or 'inversion'"):
+        ppai.ppai_quantile_ci(*args, arm=1, q=0.5, method="bootstrap")
+    with pytest.raises(ValueError, match="supports one target arm with weighting 'ipw' or 'none'"):
+        ppai.ppai_quantile_ci(*args, arm=1, q=0.5, method="inversion", weighting="sqrt_stabilized")

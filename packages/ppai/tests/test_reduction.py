@@ -97,6 +97,13 @@ def test_quantile_matches_ppi_py_and_the_asymptotic_standard_error(ppi_py):
         assert lo < ours < hi
         assert hi - lo == pytest.approx(ref_hi - ref_lo, rel=0.25)
         assert max(abs(lo - ref_lo), abs(hi - ref_hi)) < 0.3 * (ref_hi - ref_lo)
+        # The test-inversion interval is ppi_py's (same grid; ddof may move an end by a grid step).
+        inv = ppai.ppai_quantile_ci(
+            Y, A, pi, f, f_u, arm=0, q=q, lam=1.0, alpha=0.1, method="inversion"
+        )
+        values = np.r_[Y, f, f_u]
+        step = (values.max() - values.min()) / 4999
+        np.testing.assert_allclose(inv, [ref_lo, ref_hi], atol=1.01 * step)
         fit = ppai.PPAI("quantile", target_arm=0, lam=0.0, q=q).fit(None, A, Y, pi, f, None, f_u)
         assert fit.theta_[0] == np.quantile(Y, q, method="inverted_cdf")
         textbook = np.sqrt(q * (1 - q) / n) / norm.pdf(norm.ppf(q))

@@ -123,6 +123,8 @@ class PPAI:
     theta_ : (D,) estimates, stacked over targets. cov_ : (D, D) covariance. se_ : (D,) standard
     errors. lam_ : float (one λ) or (D,) array. theta_labeled_only_ : (D,) the IPW pilot (λ = 0).
     n_labeled_, n_unlabeled_, n_arms_ : sample sizes and K. problem_ : the resolved problem.
+    blocks_ : the :class:`ppai.Block` of each target, the arrays the pure functions
+    (:func:`ppai.score_stats`, :func:`ppai.fit_blocks`) take.
     """
 
     def __init__(
@@ -252,6 +254,7 @@ class PPAI:
             problem, blocks, lam, lam_mode=self.lam_mode, coord=self.coord, clip_lam=self.clip_lam
         )
         self.problem_ = problem
+        self.blocks_ = blocks
         self.theta_ = fit.theta
         self.cov_ = fit.cov
         self.se_ = np.sqrt(np.diag(fit.cov))

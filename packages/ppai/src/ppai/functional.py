@@ -9,12 +9,13 @@ The baselines are here too: :func:`ipw_ci` (labeled-only) and :func:`ppi_ignorin
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ppai.estimator import PPAI, Alternative
+from ppai.inversion import quantile_inversion_interval
 from ppai.problems import Array, ZProblem
 from ppai.weighting import TargetPolicy
 
@@ -280,13 +281,24 @@ def ppai_quantile_ci(
     q: float,
     alpha: float = 0.05,
     lam: Lam = None,
+    method: Literal["wald", "inversion"] = "wald",
     **kw: Any,
 ) -> tuple[float, float]:
-    """PPAI Wald interval for the q-quantile of Y(arm) (kernel density plug-in for the Jacobian)."""
+    """PPAI interval for the q-quantile of Y(arm).
+
+    ``method="wald"``: θ̂ ± z·se with a kernel-density plug-in for the Jacobian. ``"inversion"``:
+    the grid values where the test of Ψ_λ(θ) = 0 does not reject, as ``ppi_py.ppi_quantile_ci`` (no
+    density estimate; one target arm, ``weighting`` ``"ipw"`` or ``"none"``). λ is tuned (or given)
+    as for the Wald interval.
+    """
+    if method not in ("wald", "inversion"):
+        raise ValueError(f"method must be 'wald' or 'inversion', got {method!r}")
     est = _fit(
         "quantile", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, q=q, **kw
     )
-    return _ci(est, alpha, "two-sided")
+    if method == "wald":
+        return _ci(est, alpha, "two-sided")
+    return quantile_inversion_interval(est.blocks_[0], q, float(np.mean(est.lam_)), alpha)
 
 
 def ipw_ci(
