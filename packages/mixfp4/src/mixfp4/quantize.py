@@ -185,27 +185,31 @@ def e4m3_block_scale(raw: torch.Tensor, scale_min: str) -> tuple[torch.Tensor, t
     return byte, E4M3.decode(byte)
 
 
+def _sign_nibble(x: torch.Tensor) -> torch.Tensor:
+    """uint8 ``8`` where ``x`` has its sign bit set (``-0`` included), else ``0``."""
+    return torch.signbit(x).view(torch.uint8) << 3  # a bool tensor's bytes are 0/1
+
+
 def _round_elements(
-    scaled: torch.Tensor, fmt: FloatFormat, noise: torch.Tensor | None
+    a: torch.Tensor, sign: torch.Tensor, fmt: FloatFormat, noise: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sign-magnitude 4-bit codes (uint8) and their magnitudes' values for ``scaled``, saturating
-    at ``fmt.max``.
+    """Sign-magnitude 4-bit codes (uint8) of magnitudes ``a >= 0`` saturating at ``fmt.max``, with
+    the sign nibbles ``sign`` (:func:`_sign_nibble`), and the magnitudes' rounded values.
 
     The sign bit follows the input even where the magnitude rounds to 0 (torchao's ``-0`` code 8).
     """
-    a = scaled.abs()
     if noise is None:
         mag, value = fmt.round_magnitude(a)
     else:
         mag = fmt.stochastic_magnitude(a, noise)
         value = fmt.magnitudes.to(a.device)[mag]
-    # uint8 from here on (a quarter of the memory traffic); a bool tensor's bytes are 0/1.
-    codes = mag.to(torch.uint8) | (torch.signbit(scaled).view(torch.uint8) << 3)
-    return codes, value
+    return mag.to(torch.uint8) | sign, value
 
 
 def quantize_candidate(
     blocks: torch.Tensor,
+    abs_blocks: torch.Tensor,
+    sign: torch.Tensor,
     amax: torch.Tensor,
     s_t: torch.Tensor,
     fmt: FloatFormat,
@@ -217,7 +221,9 @@ def quantize_candidate(
 ) -> dict[str, torch.Tensor]:
     """Quantize ``blocks`` ``[..., nb, B]`` on the grid ``multiplier · fmt`` with E4M3 block scales.
 
-    Returns the scale ``byte`` and ``raw`` scale ``[..., nb]``, ``codes`` ``[..., nb, B]`` and (with
+    ``abs_blocks`` and ``sign`` (:func:`_sign_nibble`) are ``|blocks|`` and its sign nibbles,
+    computed once for both candidates: scaling by a positive factor keeps signs, and
+    ``|x| · r == |x · r|`` bit for bit. Returns the scale ``byte`` and ``raw`` scale ``[..., nb]``, ``codes`` ``[..., nb, B]`` and (with
     ``with_xhat``) the dequantized ``xhat``, computed exactly as :func:`dequantize` does, so block
     errors agree bit for bit with errors measured on the decoded tensor.
     """
@@ -229,14 +235,16 @@ def quantize_candidate(
     reciprocal = ((1.0 / s_t) / s_b).unsqueeze(-1)
     # No clamp to ±grid here: the rounding saturates at fmt.max = grid / multiplier, and dividing by
     # the power of two ``multiplier`` commutes with that clamp exactly.
-    scaled = blocks * reciprocal
+    scaled = abs_blocks * reciprocal
     if multiplier != 1.0:
         scaled = scaled / multiplier
-    codes, magnitude = _round_elements(scaled, fmt, noise)
+    codes, magnitude = _round_elements(scaled, sign, fmt, noise)
     out = {"byte": byte, "raw": raw, "codes": codes}
     if with_xhat:
-        v = magnitude.copysign(scaled)  # the sign of the code, -0 included
-        out["xhat"] = (v * multiplier) * (s_t * s_b).unsqueeze(-1)
+        # (v · m) · t == v · (m · t) for the power of two m: one rounding of the same product, as
+        # dequantize's (v · 4) · (s_t · s_b) on E1M2 blocks.
+        total = ((s_t * s_b) * multiplier).unsqueeze(-1)
+        out["xhat"] = magnitude.copysign(blocks) * total  # the sign of the code, -0 included
     return out
 
 
@@ -283,11 +291,16 @@ def _mixfp4_reference(
     use_e2m1, use_e1m2 = use
     both = use_e2m1 and use_e1m2  # a single candidate needs no decoding and no error
     mult = E1M2_MULTIPLIER[e1m2_mode]
+    abs_blocks, sign = blocks.abs(), _sign_nibble(blocks)
     a = b = None
     if use_e2m1:
-        a = quantize_candidate(blocks, amax, s_t, E2M1, 1.0, scale_min, noise, with_xhat=both)
+        a = quantize_candidate(
+            blocks, abs_blocks, sign, amax, s_t, E2M1, 1.0, scale_min, noise, with_xhat=both
+        )
     if use_e1m2:
-        b = quantize_candidate(blocks, amax, s_t, E1M2, mult, scale_min, noise, with_xhat=both)
+        b = quantize_candidate(
+            blocks, abs_blocks, sign, amax, s_t, E1M2, mult, scale_min, noise, with_xhat=both
+        )
     if a is None or b is None:
         only = a if b is None else b
         assert only is not None
@@ -516,7 +529,7 @@ def quantize_mxfp4(
     noise = None
     if rounding == "stochastic":
         noise = torch.rand(scaled.shape, generator=generator, device=xp.device)
-    codes, _ = _round_elements(scaled, E2M1, noise)
+    codes, _ = _round_elements(scaled.abs(), _sign_nibble(scaled), E2M1, noise)
     byte = E8M0.encode_exponent(exp)
     if bad_blocks is not None:
         byte = torch.where(bad_blocks, torch.tensor(E8M0.nan_byte, dtype=torch.uint8), byte)
