@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import torch
-from cars_sampling import CARSSampler, DFAConstraint, ToyLM, gcd_sample
+from cars_sampling import CARSSampler, DFAConstraint, ToyLM, sample_with
 from cars_sampling.grammars import GRAMMARS
 from cars_sampling.transformers_lm import TransformersLM
 
@@ -47,12 +47,16 @@ def per_valid(model: Any, tok: Any, grammars: list[str], n: int) -> dict[str, An
         def run(style: str, reuse: bool = True, c=c, prompt=prompt) -> dict[str, float]:
             lm = TransformersLM(model, tok, reuse_kv=reuse)
             start = time.perf_counter()
-            if style == "gcd":
-                res = gcd_sample(lm, c, prompt=prompt, n_samples=n, max_new_tokens=48, seed=0)
-            else:
-                res = CARSSampler(lm, c, style=style, max_new_tokens=48, seed=0).sample(
-                    prompt, n_samples=n, max_attempts=3000
-                )
+            res = sample_with(
+                style,
+                lm,
+                c,
+                prompt=prompt,
+                n_samples=n,
+                max_attempts=3000,
+                max_new_tokens=48,
+                seed=0,
+            )
             secs = time.perf_counter() - start
             valid = max(res.n_valid, 1)
             return {

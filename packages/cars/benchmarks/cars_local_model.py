@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import torch
-from cars_sampling import CARSSampler, empirical, entropy, gcd_sample
+from cars_sampling import empirical, entropy, sample_with
 from cars_sampling.grammars import GRAMMARS
 from cars_sampling.transformers_lm import TransformersLM, stop_token_ids
 
@@ -76,26 +76,17 @@ def main() -> None:
         lm.clear_cache()
         lm.tokens_computed = 0
         start = time.perf_counter()
-        if style == "gcd":
-            res = gcd_sample(
-                lm,
-                constraint,
-                prompt=prompt,
-                n_samples=args.n_samples,
-                max_new_tokens=args.max_new_tokens,
-                seed=0,
-                tokenizer=tok,
-            )
-        else:
-            sampler = CARSSampler(
-                lm,
-                constraint,
-                tokenizer=tok,
-                style=style,
-                max_new_tokens=args.max_new_tokens,
-                seed=0,
-            )
-            res = sampler.sample(prompt, n_samples=args.n_samples, max_attempts=args.max_attempts)
+        res = sample_with(
+            style,
+            lm,
+            constraint,
+            prompt=prompt,
+            n_samples=args.n_samples,
+            max_attempts=args.max_attempts,
+            max_new_tokens=args.max_new_tokens,
+            seed=0,
+            tokenizer=tok,
+        )
         emp = empirical(res.token_ids)
         results[style] = {
             "valid": res.n_valid,

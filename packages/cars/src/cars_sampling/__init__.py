@@ -8,7 +8,7 @@ DFA/regex backend, prefix predicates, or ``llguidance`` grammars (Lark, regex, J
 
 from importlib.metadata import PackageNotFoundError, version
 
-from cars_sampling.baselines import ancestral_sample, gcd_sample, rejection_sample
+from cars_sampling.baselines import ancestral_sample, gcd_sample, rejection_sample, sample_with
 from cars_sampling.constraints import (
     Constraint,
     DFAConstraint,
@@ -69,6 +69,7 @@ __all__ = [
     "invariant_error",
     "kl_divergence",
     "rejection_sample",
+    "sample_with",
     "sequence_logprob",
     "stop_token_ids",
     "token_strings",

@@ -9,14 +9,14 @@ prefixes lose much mass to invalid continuations. It is the negative control of 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from cars_sampling.constraints import Constraint
 from cars_sampling.lm import NextTokenLM
-from cars_sampling.sampler import CARSSampler, SampleResult, prompt_ids
+from cars_sampling.sampler import CARSSampler, SampleResult, Style, prompt_ids
 from cars_sampling.tempering import check_sampling_args, transform_logprobs
 from cars_sampling.trie import draw, probs_from_logp
 
@@ -100,6 +100,47 @@ def rejection_sample(
 ) -> SampleResult:
     """Plain rejection sampling (``CARSSampler(style="rs")``): exact, no learning."""
     sampler = CARSSampler(lm, constraint, style="rs", **sampler_kwargs)
+    return sampler.sample(prompt, n_samples=n_samples, max_attempts=max_attempts)
+
+
+METHODS: tuple[str, ...] = ("cars", "ars", "rsft", "rs", "gcd")
+
+
+def sample_with(
+    method: str,
+    lm: NextTokenLM,
+    constraint: Constraint,
+    *,
+    prompt: Sequence[int] | str = (),
+    n_samples: int = 1,
+    max_attempts: int = 2000,
+    max_new_tokens: int = 512,
+    seed: int | None = None,
+    tokenizer: Any = None,
+) -> SampleResult:
+    """One run of a sampler style (``cars``, ``ars``, ``rsft``, ``rs``) or of GCD (``gcd``), with
+    a fresh sampler: the common entry point of the reproduction and the benchmarks."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "gcd":
+        return gcd_sample(
+            lm,
+            constraint,
+            prompt=prompt,
+            n_samples=n_samples,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            tokenizer=tokenizer,
+            max_attempts=max_attempts,
+        )
+    sampler = CARSSampler(
+        lm,
+        constraint,
+        tokenizer=tokenizer,
+        style=cast(Style, method),
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+    )
     return sampler.sample(prompt, n_samples=n_samples, max_attempts=max_attempts)
 
 

@@ -15,11 +15,11 @@ import math
 import statistics
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from cars_sampling.baselines import gcd_sample
+from cars_sampling.baselines import METHODS, sample_with
 from cars_sampling.constraints import DFAConstraint
 from cars_sampling.exact import (
     empirical,
@@ -30,7 +30,7 @@ from cars_sampling.exact import (
 )
 from cars_sampling.grammars import GRAMMARS
 from cars_sampling.lm import ToyLM
-from cars_sampling.sampler import STYLES, CARSSampler, Style
+from cars_sampling.sampler import STYLES
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report, subplots
 
@@ -38,7 +38,7 @@ TOY_VOCAB = ["a", "b", "c", None]
 TOY_EOS = 3
 TOY_REGEX = "a(b|c)*|c(a|b)+"
 TOY_MAX_NEW_TOKENS = 7
-RUNS = (*STYLES, "gcd")
+RUNS = METHODS  # the four styles, then GCD
 
 
 def _toy_run(seed: int, n: int) -> dict[str, Any]:
@@ -55,15 +55,15 @@ def _toy_run(seed: int, n: int) -> dict[str, Any]:
         "exact_entropy": entropy(exact.probs),
     }
     for run in RUNS:
-        if run == "gcd":
-            res = gcd_sample(
-                lm, constraint, n_samples=n, max_new_tokens=TOY_MAX_NEW_TOKENS, seed=seed
-            )
-        else:
-            sampler = CARSSampler(
-                lm, constraint, style=cast(Style, run), max_new_tokens=TOY_MAX_NEW_TOKENS, seed=seed
-            )
-            res = sampler.sample(n_samples=n, max_attempts=200 * n)
+        res = sample_with(
+            run,
+            lm,
+            constraint,
+            n_samples=n,
+            max_attempts=200 * n,
+            max_new_tokens=TOY_MAX_NEW_TOKENS,
+            seed=seed,
+        )
         emp = empirical(res.token_ids)
         out[run] = {
             "tv": total_variation(emp, exact.probs),
@@ -185,26 +185,17 @@ def _neural_run(
     prompt = tok(g.prompt, add_special_tokens=False)["input_ids"]
     lm = TransformersLM(model, tok)
     start = time.perf_counter()
-    if run == "gcd":
-        res = gcd_sample(
-            lm,
-            constraint,
-            prompt=prompt,
-            n_samples=n,
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            tokenizer=tok,
-        )
-    else:
-        sampler = CARSSampler(
-            lm,
-            constraint,
-            tokenizer=tok,
-            style=cast(Style, run),
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-        )
-        res = sampler.sample(prompt, n_samples=n, max_attempts=attempts)
+    res = sample_with(
+        run,
+        lm,
+        constraint,
+        prompt=prompt,
+        n_samples=n,
+        max_attempts=attempts,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        tokenizer=tok,
+    )
     seconds = time.perf_counter() - start
     emp = empirical(res.token_ids)
     # What the official code computes: one prefill of BOS + prompt per attempt, then one
