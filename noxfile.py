@@ -233,17 +233,16 @@ def wheels(session: nox.Session) -> None:
                 silent=True,
             )
         core_wheel = next(dist.glob("shared_core-*.whl"))
-        uv = shutil.which(
-            "uv", path=os.pathsep.join([str(Path(session.bin)), os.environ.get("PATH", "")])
-        )
+        # nox's own environment carries uv; fall back to whatever PATH finds.
+        uv = shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
         for folder, info in PACKAGES.items():
             wheel = next(dist.glob(f"{info['import']}-{info['version']}-*.whl"))
             venv = dist / f"venv-{folder}"
-            session.run(uv or "uv", "venv", "-q", "-p", sys.executable, str(venv), external=True)
+            session.run(uv, "venv", "-q", "-p", sys.executable, str(venv), external=True)
             python = str(venv / "bin" / "python")
             wheels_ = [str(core_wheel)] if folder == CORE else [str(core_wheel), str(wheel)]
             session.run(
-                uv or "uv",
+                uv,
                 "pip",
                 "install",
                 "-q",
