@@ -1,8 +1,9 @@
 """shared-core: the thin foundation of the adaptive-methods packages.
 
-Light to import: ``shared_core.kernels``, ``.device``, ``.report``, ``.cli``, ``.bench`` and
-``.testing`` need only torch and numpy; ``shared_core.data`` and ``shared_core.models`` bring in
-scikit-learn, tokenizers and transformers when used.
+The base install is numpy alone: ``shared_core.report``, ``.cli``, ``.bench`` and the numpy loaders of
+``shared_core.data`` work without torch. ``shared_core.kernels``, ``.device``, ``.testing`` and
+``.models`` need the ``torch`` extra (or a package that depends on torch); the report's figures and the
+progress bars need ``reproduce``; ``models`` brings transformers and tokenizers.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 
 def _sync() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    # torch only if the caller already imported it: numpy-only packages time without it.
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 

@@ -6,10 +6,20 @@ folder. ``held`` is always computed from the measured figures, never written in.
 
 ``result.json``::
 
-    {"schema": 1, "package": str, "title": str, "settings": {...}, "created": iso-8601,
+    {"schema": 2, "package": str, "version": str, "title": str, "settings": {...},
+     "created": iso-8601,
      "claims": [{"name", "metric", "ours", "baseline", "baseline_name", "direction",
-                 "tolerance", "held", "settings", "note"}],
+                 "tolerance", "held", "settings", "note", "samples", "na"}],
+     "reused": [{"key", "created", "version"}],
      "tables": {name: [row, ...]}, "figures": [{"name", "path", "caption"}]}
+
+A claim is *n/a* (``na`` names why, ``held`` is false) when the comparison is degenerate: both sides
+infinite, a NaN on either side, or fewer than :data:`MIN_SAMPLES` samples behind it. Such a claim is
+reported "n/a", never "held".
+
+Checkpoints (:meth:`Report.cached`) are keyed on the package's version, a hash of the settings and a
+hash of the package's source files, so a result computed by other code or settings is never reused;
+the report lists every reused result with the date it was computed.
 """
 
 from __future__ import annotations
@@ -23,9 +33,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-SCHEMA = 1
+SCHEMA = 2
+MIN_SAMPLES = 3
 Direction = Literal["lower", "higher", "close"]
 DIRECTIONS: tuple[str, ...] = ("lower", "higher", "close")
+
+
+def degenerate(ours: float, baseline: float, samples: int | None = None) -> str:
+    """Why comparing ``ours`` with ``baseline`` says nothing, or ``""`` when it is a real comparison."""
+    if math.isnan(ours) or math.isnan(baseline):
+        return f"a NaN side (ours {ours}, baseline {baseline})"
+    if math.isinf(ours) and math.isinf(baseline):
+        return f"both sides infinite (ours {ours}, baseline {baseline})"
+    if samples is not None and samples < MIN_SAMPLES:
+        return f"{samples} samples behind it (fewer than {MIN_SAMPLES})"
+    return ""
 
 
 def claim_holds(ours: float, baseline: float, direction: str, tolerance: float = 0.0) -> bool:
@@ -54,6 +76,8 @@ class Claim:
     ``direction`` says how ``ours`` should compare with ``baseline`` for the claim to hold. ``held``
     is computed by :func:`claim_holds` unless the caller computes a richer criterion itself (say, a
     claim over every case of a sweep) and passes it; ``note`` says why a claim did not hold.
+    ``samples`` is how many samples (runs, seeds, valid draws) the smaller side rests on, where that
+    can be small; a degenerate comparison (:func:`degenerate`) sets ``na`` and never holds.
     """
 
     name: str
@@ -66,13 +90,23 @@ class Claim:
     held: bool | None = None
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     note: str = ""
+    samples: int | None = None
+    na: str = ""
 
     def __post_init__(self) -> None:
         self.ours = float(self.ours)
         self.baseline = float(self.baseline)
-        if self.held is None:
+        self.na = self.na or degenerate(self.ours, self.baseline, self.samples)
+        if self.na:
+            self.held = False
+        elif self.held is None:
             self.held = claim_holds(self.ours, self.baseline, self.direction, self.tolerance)
         self.held = bool(self.held)
+
+    @property
+    def verdict(self) -> str:
+        """``"held"``, ``"not held"`` or ``"n/a"``."""
+        return "n/a" if self.na else ("held" if self.held else "not held")
 
 
 @dataclasses.dataclass
@@ -82,6 +116,14 @@ class Figure:
     caption: str = ""
 
 
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _json_default(value: Any) -> Any:
     # numpy and torch scalars and arrays, Paths: everything else is a bug in the caller.
     if hasattr(value, "tolist"):
@@ -89,6 +131,42 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"cannot write {type(value).__name__} to result.json: {value!r}")
+
+
+def package_version(package: str) -> str:
+    """The installed version of distribution ``package``, or ``"0+unknown"`` outside an install."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def source_hash(module_name: str) -> str:
+    """A hash of every ``.py`` file of the top-level package that ``module_name`` belongs to.
+
+    ``""`` when no such package can be found.
+    """
+    import importlib.util
+
+    top = module_name.partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except ValueError:  # __main__ of a script run directly
+        spec = None
+    if spec is None:
+        return ""  # no installed source to key on (a report of a script, not of a package)
+    digest = hashlib.sha256()
+    roots = [Path(r) for r in spec.submodule_search_locations or []]
+    if not roots and spec.origin:  # a single-file module
+        roots = [Path(spec.origin)]
+    for root in roots:
+        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+        for path in files:
+            digest.update(str(path.relative_to(root) if root.is_dir() else path.name).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _fmt(value: Any) -> str:
@@ -115,7 +193,8 @@ class Report:
     """Collects claims, tables and figures, and writes them to ``out``.
 
     Long runs resume: :meth:`cached` stores each finished step under ``out/checkpoints`` keyed by the
-    step name and the report settings, so a rerun with the same ``--out`` and settings skips it.
+    step name, the package version, the report settings and the package's source, so a rerun of the
+    same code with the same ``--out`` and settings skips it, and the report says it did.
     """
 
     def __init__(
@@ -128,7 +207,10 @@ class Report:
         self.claims: list[Claim] = []
         self.tables: dict[str, list[dict[str, Any]]] = {}
         self.figures: list[Figure] = []
-        self.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.reused: list[dict[str, str]] = []
+        self.version = package_version(package)
+        self.created = _now()
+        self._code: str | None = None
         self.out.mkdir(parents=True, exist_ok=True)
 
     # -- content -------------------------------------------------------------------------------
@@ -145,6 +227,7 @@ class Report:
         held: bool | None = None,
         settings: Mapping[str, Any] | None = None,
         note: str = "",
+        samples: int | None = None,
     ) -> Claim:
         """Record a claim; see :class:`Claim`."""
         c = Claim(
@@ -158,6 +241,7 @@ class Report:
             held=held,
             settings=dict(settings or {}),
             note=note,
+            samples=samples,
         )
         self.claims.append(c)
         return c
@@ -180,6 +264,17 @@ class Report:
     def all_held(self) -> bool:
         return all(c.held for c in self.claims)
 
+    def counts(self) -> dict[str, int]:
+        """``{"held", "not held", "n/a"}`` counts over the claims."""
+        verdicts = [c.verdict for c in self.claims]
+        return {v: verdicts.count(v) for v in ("held", "not held", "n/a")}
+
+    def summary(self) -> str:
+        """``"7/10 claims held (1 n/a)"``: the one-line count a run prints."""
+        counts = self.counts()
+        line = f"{counts['held']}/{len(self.claims)} claims held"
+        return line + (f" ({counts['n/a']} n/a)" if counts["n/a"] else "")
+
     # -- resume --------------------------------------------------------------------------------
     def cached(self, key: str, compute: Callable[..., Any]) -> Any:
         """``compute()``, or its stored JSON result from an earlier run with the same settings.
@@ -189,37 +284,73 @@ class Report:
 
         The result goes through JSON, so return what JSON keeps (dicts, lists, numbers, strings):
         a tuple comes back as a list, on the first run too.
+
+        The key holds the package version, the settings and a hash of the source of ``compute``'s
+        package; a checkpoint whose stored result no longer matches its digest (edited by hand) is
+        recomputed. Each reuse is recorded in :attr:`reused` with the date it was computed.
         """
+        # The report's package, not compute.__module__: under `python -m` that reads "__main__".
+        if self._code is None:
+            self._code = source_hash(self.package.replace("-", "_"))
+        identity = {"version": self.version, "code": self._code, "settings": self.settings}
         digest = hashlib.sha256(
-            json.dumps([key, self.settings], sort_keys=True, default=_json_default).encode()
+            json.dumps([key, identity], sort_keys=True, default=_json_default).encode()
         ).hexdigest()[:16]
         path = self.out / "checkpoints" / f"{key}-{digest}.json"
         if path.exists():
-            return json.loads(path.read_text())
+            stored = json.loads(path.read_text())
+            text = json.dumps(stored.get("result"), default=_json_default)
+            if stored.get("digest") == _text_digest(text):
+                self.reused.append(
+                    {"key": key, "created": stored["created"], "version": stored["version"]}
+                )
+                return json.loads(text)
         text = json.dumps(compute(), default=_json_default)
+        record = {
+            "key": key,
+            "created": _now(),
+            "version": self.version,
+            "digest": _text_digest(text),
+            "result": json.loads(text),
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
+        tmp.write_text(json.dumps(record, default=_json_default))
         tmp.replace(path)
-        return json.loads(text)
+        return record["result"]
 
     # -- output --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "package": self.package,
+            "version": self.version,
             "title": self.title,
             "settings": self.settings,
             "created": self.created,
             "claims": [dataclasses.asdict(c) for c in self.claims],
+            "reused": self.reused,
             "tables": self.tables,
             "figures": [dataclasses.asdict(f) for f in self.figures],
         }
 
     def markdown(self) -> str:
-        lines = [f"# {self.title}", "", f"Package `{self.package}`, run {self.created}.", ""]
+        lines = [
+            f"# {self.title}",
+            "",
+            f"Package `{self.package}` {self.version}, run {self.created}: {self.summary()}.",
+            "",
+        ]
         if self.settings:
             lines.append("Settings: " + ", ".join(f"`{k}={v}`" for k, v in self.settings.items()))
+            lines.append("")
+        if self.reused:
+            dates = sorted({r["created"] for r in self.reused})
+            span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+            lines.append(
+                f"Reused {len(self.reused)} cached results computed {span} by this version and "
+                f"code ({', '.join(r['key'] for r in self.reused)}); `--fresh` recomputes them."
+            )
             lines.append("")
         lines += ["## Claims", ""]
         if self.claims:
@@ -230,12 +361,15 @@ class Report:
             for c in self.claims:
                 lines.append(
                     f"| {c.name} | {c.metric} | {_fmt(c.ours)} | {_fmt(c.baseline)} "
-                    f"({c.baseline_name}) | {c.direction} | {_fmt(c.held)} |"
+                    f"({c.baseline_name}) | {c.direction} | {c.verdict} |"
                 )
-            notes = [c for c in self.claims if c.note]
+            notes = [c for c in self.claims if c.note or c.na]
             if notes:
                 lines.append("")
-                lines += [f"- **{c.name}**: {c.note}" for c in notes]
+                lines += [
+                    f"- **{c.name}**: " + "; ".join(filter(None, [f"n/a: {c.na}" if c.na else "", c.note]))
+                    for c in notes
+                ]
         else:
             lines.append("No claims recorded.")
         for name, rows in self.tables.items():
@@ -264,10 +398,14 @@ class Report:
         if path.is_dir():
             path = path / "result.json"
         data = json.loads(path.read_text())
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"{path}: unsupported report schema {data.get('schema')!r}")
+        if data.get("schema") not in (1, SCHEMA):
+            raise ValueError(
+                f"{path}: unsupported report schema {data.get('schema')!r}, expected 1 or {SCHEMA}"
+            )
         report = cls(data["package"], data["title"], path.parent, data["settings"])
         report.created = data["created"]
+        report.version = data.get("version", report.version)
+        report.reused = data.get("reused", [])
         report.claims = [Claim(**c) for c in data["claims"]]
         report.tables = data["tables"]
         report.figures = [Figure(**f) for f in data["figures"]]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported on use: shared_core.data serves numpy-only packages too
+    import torch
 
 
 def lm_batches(
@@ -23,6 +25,8 @@ def lm_batches(
     ``torch.Generator`` seeded with ``seed``, so the stream is the same on every run and
     the global RNG is untouched. Infinite unless ``num_batches`` is given.
     """
+    import torch
+
     if token_ids.ndim != 1:
         raise ValueError(f"token_ids must be 1-D, got shape {tuple(token_ids.shape)}")
     if seq_len < 2:

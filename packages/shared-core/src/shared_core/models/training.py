@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 import torch.nn.functional as F
 
+from shared_core.cli import progress
 from shared_core.data.batches import lm_batches
 from shared_core.data.cache import atomic_directory, cache_dir, recipe_hash
 from shared_core.data.text import stdlib_corpus, train_val_split
@@ -280,7 +281,8 @@ def _optimise(
     model.train()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # nothing should draw from it (no dropout), but pin it anyway
-        for _ in range(steps):
+        bar = progress(range(steps), desc=f"training tiny LM ({objective})", unit="step", leave=False)
+        for _ in bar:
             ids = next(batches).to(device)
             if objective == "causal":
                 loss = causal_lm_loss(model, ids)
@@ -293,6 +295,7 @@ def _optimise(
             optimizer.step()
             scheduler.step()
             losses.append(loss.item())
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
     return losses
 
 
