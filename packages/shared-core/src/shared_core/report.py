@@ -367,7 +367,8 @@ class Report:
             if notes:
                 lines.append("")
                 lines += [
-                    f"- **{c.name}**: " + "; ".join(filter(None, [f"n/a: {c.na}" if c.na else "", c.note]))
+                    f"- **{c.name}**: "
+                    + "; ".join(filter(None, [f"n/a: {c.na}" if c.na else "", c.note]))
                     for c in notes
                 ]
         else:
