@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -389,39 +390,109 @@ def _wheel_problems(wheel: Path, folder: str) -> list[str]:
     return [f"{folder} wheel: {p}" for p in problems]
 
 
-def _smoke(session: nox.Session, python: str, folder: str, *, bare: bool) -> None:
-    """``python -m <import>.reproduce --smoke`` from outside the repo.
+class _UserInstall:
+    """One venv outside the repo, as a user who runs ``pip install <wheel>`` gets it.
 
-    A bare install must exit 0 and write report.md, or exit non-zero printing exactly the line
-    ``pip install '<dist>[reproduce]'``; with ``[reproduce]`` it must exit 0 and write report.md.
+    Used from worker threads, so it runs subprocesses itself and returns log lines; a failed step
+    raises ``RuntimeError`` with the command's output.
     """
-    info = PACKAGES[folder]
-    out = Path(tempfile.mkdtemp(prefix=f"am-smoke-{folder}-"))
-    try:
+
+    def __init__(self, root: Path, folder: str) -> None:
+        self.folder = folder
+        self.info = PACKAGES[folder]
+        self.venv = root / f"venv-{folder}"
+        self.python = str(self.venv / "bin" / "python")
+        self.uv = shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
+        self.env = {**os.environ, **_install_env()}
+        self.log: list[str] = []
+        self._run(self.uv, "venv", "-q", "-p", sys.executable, str(self.venv))
+
+    def _run(self, *cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [python, "-I", "-m", f"{info['import']}.reproduce", "--smoke", "--out", str(out)],
-            capture_output=True, text=True, cwd=out, check=False,
-        )  # fmt: skip
-        hint = f"pip install '{info['dist']}[reproduce]'"
-        wrote = (out / "report.md").is_file()
-        if done.returncode == 0 and wrote:
-            session.log(f"{folder}: reproduce --smoke ran ({'bare' if bare else '[reproduce]'})")
-        elif bare and done.returncode != 0 and done.stderr.strip() == hint:
-            session.log(f"{folder}: bare reproduce says `{hint}`")
-        else:
-            session.error(
-                f"{folder}: reproduce --smoke ({'bare' if bare else '[reproduce]'}) exited "
-                f"{done.returncode}, report.md {'written' if wrote else 'missing'}; stderr ends:\n"
-                + done.stderr[-3000:]
+            cmd, capture_output=True, text=True, env=self.env, cwd=cwd, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.folder}: `{' '.join(cmd)}` exited {done.returncode}:\n"
+                               f"{(done.stdout + done.stderr)[-3000:]}")  # fmt: skip
+        return done
+
+    def install(self, *requirements: str) -> None:
+        self._run(self.uv, "pip", "install", "-q", "-p", self.python, "-c", str(CONSTRAINTS),
+                  *requirements)  # fmt: skip
+
+    def imports(self) -> None:
+        done = self._run(self.python, "-I", "-c",
+                         f"import {self.info['import']} as m; print(m.__name__, m.__version__)")  # fmt: skip
+        self.log.append(f"{self.folder}: imports ({done.stdout.strip()})")
+
+    def torch_free(self, limit_mb: float) -> None:
+        listed = self._run(self.uv, "pip", "list", "-p", self.python, "--format", "json")
+        names = {row["name"].lower() for row in json.loads(listed.stdout)}
+        size = sum(
+            f.stat().st_size for f in self.venv.rglob("*") if f.is_file() and not f.is_symlink()
+        )
+        size /= 2**20
+        if "torch" in names or size > limit_mb:
+            raise RuntimeError(
+                f"{self.folder}: a bare install must bring no torch and stay under {limit_mb} MB; "
+                f"torch {'present' if 'torch' in names else 'absent'}, venv {size:.0f} MB"
             )
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+        self.log.append(f"{self.folder}: bare install has no torch, venv {size:.0f} MB")
+
+    def smoke(self, *, bare: bool) -> None:
+        """``python -m <import>.reproduce --smoke`` from outside the repo.
+
+        A bare install must exit 0 and write report.md, or exit non-zero printing exactly the line
+        ``pip install '<dist>[reproduce]'``; with ``[reproduce]`` it must exit 0 and write report.md.
+        """
+        out = Path(tempfile.mkdtemp(prefix=f"am-smoke-{self.folder}-"))
+        try:
+            cmd = [
+                self.python,
+                "-I",
+                "-m",
+                f"{self.info['import']}.reproduce",
+                "--smoke",
+                "--out",
+                str(out),
+            ]
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, cwd=out, env=self.env, check=False
+            )
+            hint = f"pip install '{self.info['dist']}[reproduce]'"
+            wrote = (out / "report.md").is_file()
+            kind = "bare" if bare else "[reproduce]"
+            if done.returncode == 0 and wrote:
+                self.log.append(f"{self.folder}: reproduce --smoke ran ({kind})")
+            elif bare and done.returncode != 0 and done.stderr.strip() == hint:
+                self.log.append(f"{self.folder}: bare reproduce says `{hint}`")
+            else:
+                raise RuntimeError(
+                    f"{self.folder}: reproduce --smoke ({kind}) exited {done.returncode}, report.md "
+                    f"{'written' if wrote else 'missing'}; stderr ends:\n{done.stderr[-3000:]}"
+                )
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.venv, ignore_errors=True)
 
 
-def _venv_megabytes(venv: Path) -> float:
-    return (
-        sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
-    )
+def _in_parallel(session: nox.Session, jobs: dict[str, Callable[[], list[str]]]) -> None:
+    """Run ``jobs`` on every core; log what each says, then fail listing every job that failed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+    problems = []
+    for future in futures.values():
+        try:
+            for line in future.result():
+                session.log(line)
+        except RuntimeError as error:
+            problems.append(str(error))
+    if problems:
+        session.error("\n\n".join(problems))
 
 
 @nox.session(tags=["ci"])
@@ -430,64 +501,34 @@ def wheels(session: nox.Session) -> None:
 
     Per package: the wheel's contents and METADATA; ``import``; ``reproduce --smoke`` on the bare
     install (runs, or names the extra in one line); no torch and a small venv for the torch-free
-    packages; then ``[reproduce]`` installed and ``--smoke`` again.
+    packages; then ``[reproduce]`` installed and ``--smoke`` again. Packages run in parallel.
     """
     _install(session, "build", "hatchling")
     dist = Path(tempfile.mkdtemp(prefix="am-wheels-"))
     try:
         _build(session, list(PACKAGES), dist, sdist=False)
-        core_wheel = _artifact(dist, CORE, "wheel")
-        # nox's own environment carries uv; fall back to whatever PATH finds.
-        uv = shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
-        problems = [
-            p
-            for folder in PACKAGES
-            for p in _wheel_problems(_artifact(dist, folder, "wheel"), folder)
-        ]
+        core = str(_artifact(dist, CORE, "wheel"))
+        problems = [p for f in PACKAGES for p in _wheel_problems(_artifact(dist, f, "wheel"), f)]
         if problems:
             session.error("\n".join(problems))
-        for folder, info in PACKAGES.items():
-            wheel = _artifact(dist, folder, "wheel")
-            venv = dist / f"venv-{folder}"
-            session.run(uv, "venv", "-q", "-p", sys.executable, str(venv), external=True)
-            python = str(venv / "bin" / "python")
 
-            def install(*args: str, python: str = python) -> None:
-                session.run(
-                    uv, "pip", "install", "-q", "-p", python, "-c", str(CONSTRAINTS), *args,
-                    external=True, env=_install_env(),
-                )  # fmt: skip
-
-            install(str(core_wheel), *([] if folder == CORE else [str(wheel)]))
-            session.run(
-                python, "-I", "-c", f"import {info['import']} as m; print(m.__name__, m.__version__)",
-                external=True,
-            )  # fmt: skip
+        def check(folder: str) -> list[str]:
+            user = _UserInstall(dist, folder)
+            wheel = str(_artifact(dist, folder, "wheel"))
+            user.install(core, *([] if folder == CORE else [wheel]))
+            user.imports()
             if folder in TORCH_FREE:
-                _assert_torch_free(session, uv, python, venv, folder)
-            if folder == CORE:
-                continue
-            _smoke(session, python, folder, bare=True)
-            install(str(core_wheel), f"{wheel}[reproduce]")
-            _smoke(session, python, folder, bare=False)
-            shutil.rmtree(venv, ignore_errors=True)
+                user.torch_free(TORCH_FREE[folder])
+            if folder != CORE:
+                user.smoke(bare=True)
+                user.install(core, f"{wheel}[reproduce]")
+                user.smoke(bare=False)
+            user.remove()
+            return user.log
+
+        _in_parallel(session, {f: lambda f=f: check(f) for f in PACKAGES})
     finally:
         shutil.rmtree(dist, ignore_errors=True)
-
-
-def _assert_torch_free(session: nox.Session, uv: str, python: str, venv: Path, folder: str) -> None:
-    listed = subprocess.run(
-        [uv, "pip", "list", "-p", python, "--format", "json"], capture_output=True, text=True,
-        check=True,
-    )  # fmt: skip
-    names = {row["name"].lower() for row in json.loads(listed.stdout)}
-    size = _venv_megabytes(venv)
-    if "torch" in names or size > TORCH_FREE[folder]:
-        session.error(
-            f"{folder}: a bare install must bring no torch and stay under {TORCH_FREE[folder]} MB; "
-            f"torch {'present' if 'torch' in names else 'absent'}, venv {size:.0f} MB"
-        )
-    session.log(f"{folder}: bare install has no torch, venv {size:.0f} MB")
 
 
 def _floor(folder: str) -> str:
@@ -526,22 +567,18 @@ def floors(session: nox.Session) -> None:
     _install(session, "build", "hatchling")
     dist = Path(tempfile.mkdtemp(prefix="am-floors-"))
     try:
-        uv = shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
-        for floor in sorted({_floor(f) for f in METHODS}):
-            core = _core_wheel_at(session, floor, dist / f"core-{floor}")
-            for folder in [f for f in METHODS if _floor(f) == floor]:
-                _build(session, [folder], dist, sdist=False)
-                venv = dist / f"venv-{folder}"
-                session.run(uv, "venv", "-q", "-p", sys.executable, str(venv), external=True)
-                python = str(venv / "bin" / "python")
-                session.run(
-                    uv, "pip", "install", "-q", "-p", python, "-c", str(CONSTRAINTS), core,
-                    f"{_artifact(dist, folder, 'wheel')}[reproduce]", external=True,
-                    env=_install_env(),
-                )  # fmt: skip
-                _smoke(session, python, folder, bare=False)
-                session.log(f"{folder}: runs on shared-core {floor} (its floor)")
-                shutil.rmtree(venv, ignore_errors=True)
+        _build(session, METHODS, dist, sdist=False)
+        cores = {floor: _core_wheel_at(session, floor, dist / f"core-{floor}")
+                 for floor in sorted({_floor(f) for f in METHODS})}  # fmt: skip
+
+        def check(folder: str) -> list[str]:
+            user = _UserInstall(dist, folder)
+            user.install(cores[_floor(folder)], f"{_artifact(dist, folder, 'wheel')}[reproduce]")
+            user.smoke(bare=False)
+            user.remove()
+            return [*user.log, f"{folder}: runs on shared-core {_floor(folder)} (its floor)"]
+
+        _in_parallel(session, {f: lambda f=f: check(f) for f in METHODS})
     finally:
         shutil.rmtree(dist, ignore_errors=True)
 
