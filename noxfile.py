@@ -347,6 +347,14 @@ def pins(session: nox.Session) -> None:
             )
         if core_version not in spec:
             problems.append(f"{folder}: {CORE}{spec} excludes the in-repo version {core_version}")
+        for extra, requirements in info["extras"].items():
+            for line in requirements:
+                other = Requirement(line)
+                if other.name == CORE and other.specifier != spec:
+                    problems.append(
+                        f"{folder}: extra `{extra}` asks {CORE}{other.specifier}, the dependency "
+                        f"{CORE}{spec}: one range per package"
+                    )
         if not (ROOT / "packages" / folder / "src" / info["import"]).is_dir():
             problems.append(f"{folder}: the import package src/{info['import']} is missing")
     problems += _extras_problems() + _transformers_problems()
@@ -544,8 +552,9 @@ def _core_wheel_at(session: nox.Session, version: str, outdir: Path) -> str:
     for tag in (f"{CORE}-v{version}", f"{CORE}-v{version}.0"):
         archive = outdir / f"{tag}.tar"
         got = subprocess.run(
-            ["git", "archive", "-o", str(archive), tag, f"packages/{CORE}"], cwd=ROOT, check=False
-        )
+            ["git", "archive", "-o", str(archive), tag, f"packages/{CORE}"],
+            cwd=ROOT, check=False, capture_output=True,
+        )  # fmt: skip
         if got.returncode == 0:
             shutil.unpack_archive(archive, outdir / tag)
             session.run(
