@@ -7,9 +7,12 @@ Procedure (spec section 2.3, a reconstruction: the paper's text is not public):
    ``p = dim C`` and identifiability (design rank ``== p``);
 3. a candidate is *consistent* when it is identifiable, **has spare equations** (``dT > p``: with
    ``dT = p`` a commutant of dimension p fits any data, so a zero residual says nothing) and
-   ``r <= tau`` (noise-free ``tau = 1e-8``; known noise ``tau = 3 sigma sqrt(dT) / ||Y||``; or a
-   user ``tol``), or, with ``criterion="bic"``, it minimises ``n log(RSS / n) + p log n``,
-   ``n = dT``, among the candidates with spare equations;
+   its residual passes the threshold: noise-free ``r <= 1e-8``; a user ``tol``: ``r <= tol``; known
+   process noise sigma: ``RSS <= sigma^2 (n - p + 3 sqrt(2 (n - p)))``, ``n = dT`` (3 standard
+   deviations above the chi-square(n - p) law of the true group's RSS; the spec's example
+   ``3 sigma sqrt(dT) / ||Y||`` lets wrong groups through on decaying trajectories), or, with
+   ``criterion="bic"``, it minimises ``n log(RSS / n) + p log n`` among the candidates with spare
+   equations;
 4. the consistent candidate with the **smallest p** (largest symmetry) wins, ties broken by the
    error on the last transition held out;
 5. adaptive stopping: transitions are taken one at a time and discovery stops at the first length
@@ -96,6 +99,7 @@ class CandidateScore:
     residual: float = math.nan
     rss: float = math.nan
     bic: float = math.nan
+    threshold: float = math.nan  # the largest residual r that counts as consistent
     consistent: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -129,7 +133,7 @@ class SymmetryDiscovery(ParamsMixin):
         A list of :class:`Representation` (all on the same R^d) or ``"permutation_default"``
         (:func:`default_library` for the trajectory's d).
     criterion
-        ``"residual"`` (threshold ``tol``, or ``3 noise_std sqrt(dT) / ||Y||``, or 1e-8 for
+        ``"residual"`` (threshold ``tol``, or the chi-square bound from ``noise_std``, or 1e-8 for
         noise-free data) or ``"bic"`` (no noise level needed).
     tol, noise_std
         The residual threshold, or the process-noise standard deviation it is derived from.
@@ -144,8 +148,8 @@ class SymmetryDiscovery(ParamsMixin):
     Attributes
     ----------
     representation_, estimator_ (the fitted :class:`EquivariantLinearSystem`), A_,
-    n_transitions_used_, done_, scores_ (one dict per candidate at the deciding length),
-    threshold_, history_ (``(T, winner name or None)`` per length examined).
+    n_transitions_used_, done_, scores_ (one dict per candidate at the deciding length, with its
+    residual, p, design rank, threshold and verdict), history_ (``(T, winner name or None)`` per length examined).
     """
 
     _param_names = (
@@ -229,7 +233,10 @@ class SymmetryDiscovery(ParamsMixin):
         return self
 
     def partial_fit(self, x_next: Any) -> SymmetryDiscovery:
-        """Append one state ``(d,)`` (or several ``(n, d)``) and re-examine the candidates."""
+        """Append one state ``(d,)`` (or several ``(n, d)``) and re-examine the candidates.
+
+        Until ``done_``, ``A_`` is trivial-group least squares (minimum norm) and
+        ``representation_`` the trivial group."""
         self._check_params()
         if not hasattr(self, "_trajectory"):
             d = self._candidate_d() or np.asarray(x_next).shape[-1]
@@ -242,7 +249,8 @@ class SymmetryDiscovery(ParamsMixin):
         traj = np.asarray(self._trajectory)
         self._states, self._targets = traj[:-1], traj[1:]
         self._examine(self._states.shape[0])
-        self._finish()
+        # mid-stream, no winner yet is the normal state (done_ says so): no warning until fit
+        self._finish(warn=False)
         return self
 
     def _start(self, d: int) -> None:
@@ -256,11 +264,14 @@ class SymmetryDiscovery(ParamsMixin):
         self._scores: list[CandidateScore] = []
         self._winner: int | None = None
 
-    def _threshold(self, targets: np.ndarray) -> float:
+    def _threshold(self, score: CandidateScore, targets: np.ndarray) -> float:
+        """The largest normalised residual ``r`` at which ``score``'s candidate is consistent."""
         if self.tol is not None:
             return float(self.tol)
         if self.noise_std is not None:
-            return 3.0 * self.noise_std * math.sqrt(targets.size) / float(np.linalg.norm(targets))
+            dof = score.n_equations - score.p
+            rss = self.noise_std**2 * (dof + 3.0 * math.sqrt(2.0 * dof))
+            return math.sqrt(rss) / float(np.linalg.norm(targets))
         return NOISE_FREE_TOL
 
     def _score_all(self, states: np.ndarray, targets: np.ndarray) -> list[CandidateScore]:
@@ -278,7 +289,6 @@ class SymmetryDiscovery(ParamsMixin):
     def _examine(self, t: int) -> None:
         states, targets = self._states[:t], self._targets[:t]
         scores = self._score_all(states, targets)
-        tau = self._threshold(targets)
         ok = [i for i, s in enumerate(scores) if s.testable and s.identifiable]
         if self.criterion == "bic":
             best = min(ok, key=lambda i: scores[i].bic) if ok else None
@@ -288,10 +298,11 @@ class SymmetryDiscovery(ParamsMixin):
             winner, unique = best, best is not None and scores[best].name == previous
         else:
             for i in ok:
-                scores[i].consistent = scores[i].residual <= tau
+                scores[i].threshold = self._threshold(scores[i], targets)
+                scores[i].consistent = scores[i].residual <= scores[i].threshold
             winner, unique = self._smallest_consistent(scores, states, targets)
         self.history_.append((t, None if winner is None else scores[winner].name))
-        self._scores, self._winner, self.threshold_ = scores, winner, tau
+        self._scores, self._winner = scores, winner
         self._length = t
         if unique and not self.done_:
             self.done_ = True
@@ -317,18 +328,18 @@ class SymmetryDiscovery(ParamsMixin):
         a_hat = fit_commutant(rep, states[:-1], targets[:-1], 0.0, "auto")[0]
         return relative_residual(a_hat, states[-1:], targets[-1:])
 
-    def _finish(self) -> None:
+    def _finish(self, warn: bool = True) -> None:
         t = self._length
         states, targets = self._states[:t], self._targets[:t]
-        if self._winner is None:
+        if self._winner is None and warn:
             self._check_noise_free(states, targets)
             warnings.warn(
-                f"no candidate is consistent with the trajectory at T = {t} (threshold "
-                f"{self.threshold_:.3g}): returning trivial-group least squares; if the data are "
+                f"no candidate is consistent with the trajectory at T = {t}: returning trivial-group least squares; if the data are "
                 "noisy pass noise_std= or tol=, or use criterion='bic'",
                 NoConsistentCandidateWarning,
                 stacklevel=3,
             )
+        if self._winner is None:
             rep = Representation.trivial(self._d)
         else:
             rep = self._library_[self._winner]
