@@ -2,7 +2,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 from symdyn_id import (
     EquivariantLinearSystem,
     NoConsistentCandidateWarning,
@@ -53,7 +52,9 @@ def test_at_t1_a_dimension_d_commutant_fits_any_data_and_is_not_chosen():
     # the spec's rule as worded would pick C_d here: p = d = dT gives a zero residual on generic data
     rng = np.random.default_rng(2)
     generic = rng.standard_normal((12, 12))
-    x = simulate(generic / np.abs(np.linalg.eigvals(generic)).max() * 0.95, rng.standard_normal(12), 1)
+    x = simulate(
+        generic / np.abs(np.linalg.eigvals(generic)).max() * 0.95, rng.standard_normal(12), 1
+    )
     assert EquivariantLinearSystem(R.cyclic(12)).fit(x).residual_ < 1e-12
     with pytest.warns(NoConsistentCandidateWarning):
         disc = SymmetryDiscovery([R.trivial(12), R.cyclic(12), R.dihedral(12)]).fit(x)
@@ -111,7 +112,7 @@ def test_noise_free_default_on_noisy_data_is_an_error():
 
 def test_partial_fit_reaches_the_same_decision_as_fit():
     truth = R.block(R.cyclic(4), 2)
-    a, x = trajectory(truth, 8, seed=7)
+    _, x = trajectory(truth, 8, seed=7)
     online = SymmetryDiscovery()
     for state in x:
         online.partial_fit(state)
@@ -143,7 +144,7 @@ def test_default_library_has_no_duplicate_commutants():
 
 
 def test_predict_and_score_delegate():
-    a, x = trajectory(R.cyclic(6), 4, seed=9)
+    _, x = trajectory(R.cyclic(6), 4, seed=9)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         disc = SymmetryDiscovery().fit(x)

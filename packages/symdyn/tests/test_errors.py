@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from symdyn_id import (
     EquivariantLinearSystem,
     NoConsistentCandidateWarning,

@@ -2,7 +2,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 from symdyn_id import (
     EquivariantLinearSystem,
     NotExcitingWarning,
@@ -121,7 +120,7 @@ def test_dmd_never_identifies_a_dihedral_system_but_commutant_ls_does_at_t1():
 
 
 def test_wrong_larger_group_leaves_a_residual():
-    a, x = trajectory(R.cyclic(10), 3, seed=6)
+    _, x = trajectory(R.cyclic(10), 3, seed=6)
     for wrong in (R.dihedral(10), R.symmetric(10)):
         assert EquivariantLinearSystem(wrong).fit(x).residual_ > 1e-3
 
@@ -150,7 +149,7 @@ def test_input_is_not_modified_and_float32_is_accepted():
 
 def test_predict_score_and_shapes():
     rep = R.torus(3, 3)
-    a, x = trajectory(rep, 4)
+    _, x = trajectory(rep, 4)
     est = EquivariantLinearSystem(rep).fit(x)
     assert est.predict(x[0], 4).shape == (4, 9)
     assert np.allclose(est.predict(x[0], 4), x[1:])

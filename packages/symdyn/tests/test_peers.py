@@ -4,7 +4,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 from symdyn_id import EquivariantLinearSystem, Representation, random_equivariant_matrix, simulate
 from symdyn_id.integrations import (
     commutant_constraints,
@@ -74,7 +73,7 @@ def test_constrained_sr3_without_sparsity_equals_commutant_least_squares():
     ps = pytest.importorskip("pysindy")
     pytest.importorskip("cvxpy")
     rep = R.cyclic(6)
-    a, x = trajectory(rep, 4, noise=1e-3)
+    _, x = trajectory(rep, 4, noise=1e-3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         opt = constrained_sr3(rep, max_iter=1000, tol=1e-14)

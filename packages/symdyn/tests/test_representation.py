@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-
 from symdyn_id import Representation
 from symdyn_id.groups import GroupTooLarge
 
@@ -11,7 +10,7 @@ def burnside_orbitals(rep):
     # number of G-orbits on pairs = |G|^-1 sum_g fix(g)^2, by enumeration
     elems = rep.elements()
     fixed = np.einsum("gii->g", elems)
-    return int(round(float((fixed**2).mean())))
+    return round(float((fixed**2).mean()))
 
 
 SMALL = [

@@ -59,7 +59,9 @@ def default_library(d: int, grids: bool = True, blocks: bool = True) -> list[Rep
         b = d // a
         reps.append(Representation.torus(a, b))
         if a >= 3 and b >= 3:
-            reps.append(Representation.product(Representation.dihedral(a), Representation.dihedral(b)))
+            reps.append(
+                Representation.product(Representation.dihedral(a), Representation.dihedral(b))
+            )
     for k in _divisors(d) if blocks else []:
         n = d // k
         reps.append(Representation.block(Representation.cyclic(n), k))
@@ -222,7 +224,9 @@ class SymmetryDiscovery(ParamsMixin):
         states, targets = check_trajectories(X, self.snapshots_axis, self._candidate_d())
         self._start(states.shape[1])
         self._states, self._targets = states, targets
-        if np.ndim(X) == 2:  # one trajectory: partial_fit may go on from its end
+        self._trajectory: list[np.ndarray] = []
+        several = isinstance(X, (list, tuple)) and len(X) > 0 and np.ndim(X[0]) == 2
+        if not several:  # one trajectory: partial_fit may go on from its end
             self._trajectory = list(np.vstack([states[:1], targets]))
         lengths = range(1, states.shape[0] + 1) if self.adaptive else [states.shape[0]]
         for t in lengths:
@@ -241,7 +245,7 @@ class SymmetryDiscovery(ParamsMixin):
         if not hasattr(self, "_trajectory"):
             d = self._candidate_d() or np.asarray(x_next).shape[-1]
             self._start(d)
-            self._trajectory: list[np.ndarray] = []
+            self._trajectory = []
         new = np.atleast_2d(check_state(x_next, self._d))
         self._trajectory.extend(new)
         if len(self._trajectory) < 2:

@@ -49,7 +49,9 @@ def fourier_lstsq(
     if ridge > 0:
         xh = np.conj(np.swapaxes(xs, 1, 2))
         gram = xs @ xh + ridge * grid.sites * np.eye(grid.channels)
-        ops = np.swapaxes(np.linalg.solve(np.swapaxes(gram, 1, 2), np.swapaxes(ys @ xh, 1, 2)), 1, 2)
+        ops = np.swapaxes(
+            np.linalg.solve(np.swapaxes(gram, 1, 2), np.swapaxes(ys @ xh, 1, 2)), 1, 2
+        )
     else:
         ops = ys @ np.linalg.pinv(xs)
     rank = int(np.linalg.matrix_rank(xs).sum()) * grid.channels

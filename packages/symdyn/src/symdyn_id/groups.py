@@ -25,9 +25,11 @@ def as_permutation(generator: Any, d: int, index: int = 0) -> np.ndarray:
             f"generator {index} must be a permutation of range({d}) (length {d}), "
             f"got shape {arr.shape}"
         )
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise ValueError(f"generator {index} must hold integers, got dtype {arr.dtype}")
+    integral = arr.dtype.kind in "iu" or (
+        arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
+    )
+    if not integral:
+        raise ValueError(f"generator {index} must hold integers, got {arr.tolist()[:5]}")
     perm = arr.astype(np.int64)
     if np.any(np.sort(perm) != np.arange(d)):
         bad = sorted(set(range(d)) - set(perm.tolist()))[:5]

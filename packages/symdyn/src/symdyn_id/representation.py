@@ -88,7 +88,9 @@ class Representation:
         if not generators:
             raise ValueError("from_matrices needs at least one generator (use trivial(d))")
         first = as_orthogonal(generators[0], None, 0)
-        mats = [first] + [as_orthogonal(g, first.shape[0], i) for i, g in enumerate(generators) if i]
+        mats = [first] + [
+            as_orthogonal(g, first.shape[0], i) for i, g in enumerate(generators) if i
+        ]
         return cls(first.shape[0], matrices=mats, name=name)
 
     @classmethod

@@ -51,11 +51,14 @@ def permutation_conjugations(perms: Sequence[np.ndarray]) -> list[Conjugation]:
 
 def matrix_conjugations(mats: Sequence[np.ndarray]) -> list[Conjugation]:
     """``M -> R M R^T`` and ``M -> R^T M R`` for each orthogonal generator ``R``."""
-    out: list[Conjugation] = []
-    for r in mats:
-        out.append(lambda m, r=r: r @ m @ r.T)
-        out.append(lambda m, r=r: r.T @ m @ r)
-    return out
+
+    def forward(r: np.ndarray) -> Conjugation:
+        return lambda m: r @ m @ r.T
+
+    def backward(r: np.ndarray) -> Conjugation:
+        return lambda m: r.T @ m @ r
+
+    return [f(r) for r in mats for f in (forward, backward)]
 
 
 def lazy_walk_step(mat: np.ndarray, conjugations: Sequence[Conjugation]) -> np.ndarray:

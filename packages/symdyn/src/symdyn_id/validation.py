@@ -30,9 +30,7 @@ def _one_trajectory(x: Any, snapshots_axis: int, d: int | None, where: str) -> n
         arr = arr.T
     if d is not None and arr.shape[1] != d:
         hint = (
-            "; it looks transposed: pass (T+1, d) or snapshots_axis=1"
-            if arr.shape[0] == d
-            else ""
+            "; it looks transposed: pass (T+1, d) or snapshots_axis=1" if arr.shape[0] == d else ""
         )
         raise ValueError(
             f"{where} must have d = {d} columns (states along rows), got shape {arr.shape}{hint}"
@@ -44,7 +42,9 @@ def _one_trajectory(x: Any, snapshots_axis: int, d: int | None, where: str) -> n
     out = arr.astype(np.float64, copy=True)
     if not np.all(np.isfinite(out)):
         bad = np.argwhere(~np.isfinite(out))[0]
-        raise ValueError(f"{where} holds non-finite values (first at row {bad[0]}, column {bad[1]})")
+        raise ValueError(
+            f"{where} holds non-finite values (first at row {bad[0]}, column {bad[1]})"
+        )
     return out
 
 
