@@ -210,22 +210,30 @@ def _claims(report: Report, results: dict[str, list[dict[str, Any]]], control: l
         baseline_name="every run",
         samples=len(tight),
     )
-    seeing = [r for k, rs in results.items() if k.split("@")[0] not in DMD_BLIND for r in rs]
+    seeing = [
+        (int(k.split("@")[1]), r)
+        for k, rs in results.items()
+        if k.split("@")[0] not in DMD_BLIND
+        for r in rs
+    ]
+    per_d = ", ".join(
+        f"d = {dd}: {_fraction([r['dmd_min_t'] == d for d, r in seeing if d == dd]):.0%}"
+        for dd in sorted({d for d, _ in seeing})
+    )
     report.claim(
-        "DMD / plain least squares needs T = d where it identifies A at all",
-        "fraction of circulant, block-circulant and torus runs whose first exact T is d",
-        _fraction(
-            [
-                r["dmd_min_t"] == int(k.split("@")[1])
-                for k, rs in results.items()
-                if k.split("@")[0] not in DMD_BLIND
-                for r in rs
-            ]
-        ),
+        "DMD / plain least squares needs T = d (circulant, block-circulant, torus)",
+        "fraction of those runs whose first T with error < 1e-8 is exactly d",
+        _fraction([r["dmd_min_t"] == d for d, r in seeing]),
         1.0,
         direction="close",
         baseline_name="every run",
         samples=len(seeing),
+        note=(
+            f"never before d in {_fraction([r['dmd_min_t'] >= d for d, r in seeing]):.0%} of "
+            f"runs; exactly at d in {per_d}; where it misses, the single trajectory's Krylov "
+            "matrix is too ill-conditioned for DMD to reach 1e-8 at any T <= 2d (table "
+            "'lengths': DMD error at 2d)"
+        ),
     )
     blind = [r for k, rs in results.items() if k.split("@")[0] in DMD_BLIND for r in rs]
     report.claim(
