@@ -165,3 +165,30 @@ def test_sklearn_clone_and_params():
     assert clone.get_params()["ridge"] == 0.1 and clone.representation.name == "C5"
     assert not hasattr(clone, "A_")
     assert est.set_params(ridge=0.2).ridge == 0.2
+
+
+def test_relabelled_grid_group_keeps_the_fft_path():
+    rep = R.block(R.torus(2, 3), 2)
+    sigma = np.random.default_rng(11).permutation(rep.d)
+    conj = rep.conjugate(sigma).conjugate(np.roll(np.arange(rep.d), 1))
+    assert conj.grid is not None and conj.grid.relabel is not None
+    _, x = trajectory(conj, 3, seed=11, noise=0.05)
+    fft = EquivariantLinearSystem(conj).fit(x)
+    basis = EquivariantLinearSystem(conj, solver="basis").fit(x)
+    assert fft.solver_ == "fft"
+    assert np.abs(fft.A_ - basis.A_).max() < 1e-10
+    assert np.abs(conj.reynolds(fft.A_) - fft.A_).max() < 1e-12
+
+
+def test_products_and_blocks_of_relabelled_grids_fall_back_to_the_basis():
+    conj = R.cyclic(4).conjugate([2, 0, 3, 1])
+    for rep in (
+        R.block(conj, 2),
+        R.product(conj, R.cyclic(3)),
+        R.product(R.block(R.cyclic(2), 2), R.cyclic(3)),
+    ):
+        assert rep.grid is None
+        _, x = trajectory(rep, rep.min_trajectory_length() + 1, seed=12, noise=0.01)
+        est = EquivariantLinearSystem(rep).fit(x)
+        assert est.solver_ == "orbital"
+        assert np.abs(rep.reynolds(est.A_) - est.A_).max() < 1e-12

@@ -18,12 +18,22 @@ import dataclasses
 import numpy as np
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class GridShape:
-    """Sites on a grid ``shape`` with ``channels`` coordinates per site (d = prod(shape) * k)."""
+    """Sites on a grid ``shape`` with ``channels`` coordinates per site (d = prod(shape) * k).
+
+    ``relabel`` (a relabelled grid group, see ``Representation.conjugate``): grid coordinate ``i``
+    is state coordinate ``relabel[i]``.
+    """
 
     shape: tuple[int, ...]
     channels: int = 1
+    relabel: np.ndarray | None = None
+
+    def relabelled(self, sigma: np.ndarray) -> GridShape:
+        """The same grid after state coordinate ``i`` became ``sigma[i]``."""
+        order = sigma if self.relabel is None else sigma[self.relabel]
+        return GridShape(self.shape, self.channels, order)
 
     @property
     def sites(self) -> int:
@@ -36,6 +46,8 @@ class GridShape:
     def spectra(self, states: np.ndarray) -> np.ndarray:
         """``(T, d)`` real states -> ``(F, k, T)`` their Fourier coefficients per frequency."""
         n_t = states.shape[0]
+        if self.relabel is not None:
+            states = states[:, self.relabel]
         grid = states.reshape(n_t, *self.shape, self.channels)
         spec = np.fft.fftn(grid, axes=tuple(range(1, len(self.shape) + 1)))
         return spec.reshape(n_t, self.sites, self.channels).transpose(1, 2, 0)
@@ -68,4 +80,9 @@ def dense_operator(grid: GridShape, ops: np.ndarray) -> np.ndarray:
     diff = (coords[:, None, :] - coords[None, :, :]) % np.array(grid.shape)
     flat = np.ravel_multi_index(tuple(np.moveaxis(diff, -1, 0)), grid.shape)  # (F, F)
     blocks = kern[flat]  # (F, F, k, k): [s, s', a, b]
-    return blocks.transpose(0, 2, 1, 3).reshape(grid.d, grid.d)
+    mat = blocks.transpose(0, 2, 1, 3).reshape(grid.d, grid.d)
+    if grid.relabel is None:
+        return mat
+    out = np.empty_like(mat)
+    out[np.ix_(grid.relabel, grid.relabel)] = mat
+    return out

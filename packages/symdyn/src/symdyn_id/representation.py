@@ -168,8 +168,10 @@ class Representation:
         a, b = first.d, second.d
         name = f"{first.name}x{second.name}"
         grid = None
-        if first.grid is not None and second.grid is not None and first.grid.channels == 1:
-            grid = GridShape(first.grid.shape + second.grid.shape, second.grid.channels)
+        g1, g2 = first.grid, second.grid
+        if g1 is not None and g2 is not None and g1.relabel is None and g2.relabel is None:
+            # the product is again a plain grid when the first factor has one channel
+            grid = GridShape(g1.shape + g2.shape, g2.channels) if g1.channels == 1 else None
         if first.is_permutation and second.is_permutation:
             assert first.permutations is not None and second.permutations is not None
             ia, ib = np.arange(a), np.arange(b)
@@ -184,7 +186,9 @@ class Representation:
     def block(cls, rep: Representation, k: int) -> Representation:
         """``rep`` acting on R^d (x) R^k as ``rho(g) (x) I_k`` (index ``site * k + channel``)."""
         _check_size(k, "k")
-        grid = None if rep.grid is None else GridShape(rep.grid.shape, rep.grid.channels * k)
+        grid = None
+        if rep.grid is not None and rep.grid.relabel is None:
+            grid = GridShape(rep.grid.shape, rep.grid.channels * k)
         name = f"block({rep.name},{k})"
         if rep.is_permutation:
             assert rep.permutations is not None
@@ -199,14 +203,15 @@ class Representation:
         sigma = as_permutation(perm, self.d)
         sig = permutation_matrix(sigma)
         label = name or f"{self.name}^sigma"
+        grid = None if self.grid is None else self.grid.relabelled(sigma)
         if self.is_permutation:
             assert self.permutations is not None
             inv = np.empty_like(sigma)
             inv[sigma] = np.arange(self.d)
             gens = [sigma[p[inv]] for p in self.permutations]
-            return Representation(self.d, permutations=gens, name=label)
+            return Representation(self.d, permutations=gens, name=label, grid=grid)
         mats = [sig @ m @ sig.T for m in self.generator_matrices()]
-        return Representation(self.d, matrices=mats, name=label)
+        return Representation(self.d, matrices=mats, name=label, grid=grid)
 
     # -- the group -----------------------------------------------------------------------------
     @property
