@@ -116,6 +116,9 @@ def run_seed(family: str, d: int, seed: int) -> dict[str, Any]:
     out["known_err_before"] = known[t_star - 2] if t_star > 1 else math.nan
     dmd = [relative_error(least_squares_dmd(x[: t + 1]), a) for t in range(1, 2 * d + 1)]
     out["dmd_min_t"], out["dmd_err_2d"] = min_exact_length(dmd), dmd[-1]
+    plain = discover(x[: t_star + 4], default_library(d), 0.0)
+    out["plain_t"] = plain.n_transitions_used_ or math.inf
+    out["plain_ok"] = same_group(plain.representation_, rep)
     disc = discover(x[: t_star + 4], library, 0.0)
     out["disc_t"] = disc.n_transitions_used_ or math.inf
     out["disc_ok"] = bool(disc.done_ and same_group(disc.representation_, rep))
@@ -320,6 +323,8 @@ def _tables(report: Report, results: dict[str, list[dict[str, Any]]], control: l
                 "known LS first exact T (median)": float(np.median([r["known_min_t"] for r in rs])),
                 "discovery T (median)": float(np.median([r["disc_t"] for r in rs])),
                 "discovery correct": _fraction([r["disc_ok"] for r in rs]),
+                "no-decoy discovery T (median)": float(np.median([r["plain_t"] for r in rs])),
+                "no-decoy discovery correct": _fraction([r["plain_ok"] for r in rs]),
                 "DMD first exact T (median)": float(np.median([r["dmd_min_t"] for r in rs])),
                 "DMD error at 2d (median)": float(np.median([r["dmd_err_2d"] for r in rs])),
             }
