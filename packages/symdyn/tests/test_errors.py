@@ -41,6 +41,7 @@ def test_non_finite_complex_and_non_numeric():
         fit(np.array([["a"] * 5] * 3))
 
 
+@pytest.mark.filterwarnings("ignore:A is not identifiable")
 def test_not_persistently_exciting_warns():
     with pytest.warns(NotExcitingWarning, match="constant"):
         fit(np.ones((4, 5)))
