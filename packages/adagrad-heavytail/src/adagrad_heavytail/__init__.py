@@ -4,24 +4,40 @@ Modules: :mod:`.optim` (torch optimizers), :mod:`.functional` (the update rules 
 :mod:`.noise` (heavy-tailed laws), :mod:`.tail` (tail-index estimation), :mod:`.problems`,
 :mod:`.lower_bound` (reconstructed instances), :mod:`.schedules`, :mod:`.theory`, :mod:`.experiments`
 (the rate harness).
+
+torch is imported on first use of :mod:`.optim` (or of the optimizer names here), so that the numpy
+harness and its joblib workers start without it.
 """
 
+from __future__ import annotations
+
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from adagrad_heavytail import (
     experiments,
     functional,
     lower_bound,
     noise,
-    optim,
     problems,
     schedules,
     tail,
     theory,
 )
 from adagrad_heavytail.experiments import RateResult, Verdict, compare_to_theory, rate_sweep
-from adagrad_heavytail.optim import NSGDM, AdaGrad, AdaGradNorm, ClippedSGD
 from adagrad_heavytail.schedules import theory_params
+
+_OPTIMIZERS = ("AdaGrad", "AdaGradNorm", "ClippedSGD", "NSGDM")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "optim":
+        return importlib.import_module("adagrad_heavytail.optim")
+    if name in _OPTIMIZERS:
+        return getattr(importlib.import_module("adagrad_heavytail.optim"), name)
+    raise AttributeError(f"module 'adagrad_heavytail' has no attribute {name!r}")
+
 
 try:
     __version__ = version("adagrad-heavytail")

@@ -115,9 +115,9 @@ def log_log_slope(Ts: Sequence[int], y: np.ndarray) -> np.ndarray:
     """Least-squares slope of log y on log T over the last axis of ``y`` (any leading axes)."""
     u = np.log(np.asarray(Ts, dtype=np.float64))
     u = u - u.mean()
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # a diverged run's inf gives a NaN slope
         ly = np.log(y)
-    return ((ly - ly.mean(-1, keepdims=True)) * u).sum(-1) / (u * u).sum()
+        return ((ly - ly.mean(-1, keepdims=True)) * u).sum(-1) / (u * u).sum()
 
 
 def _bootstrap_ci(
@@ -171,8 +171,8 @@ def rate_sweep(
 ) -> RateResult:
     """Measure ``method``'s rate exponent on ``problem`` with ``noise`` (see the module doc).
 
-    Step rules come from :func:`~adagrad_heavytail.schedules.theory_params` with the problem's L and
-    Δ, σ = the oracle's :meth:`~adagrad_heavytail.problems.NoisyOracle.vector_scale` and ``p`` (None:
+    Step rules come from :func:`~adagrad_heavytail.schedules.theory_params` with the problem's L,
+    Δ and d, σ = the oracle's :meth:`~adagrad_heavytail.problems.NoisyOracle.vector_scale` and ``p`` (None:
     the rule that does not know p). ``params`` overrides them: a dict, or ``T -> dict``.
     """
     from joblib import Parallel, delayed
@@ -182,7 +182,9 @@ def rate_sweep(
     sigma = oracle.vector_scale()
     per_T = []
     for T in horizons:
-        rule = theory_params(method, T, p=p, L=problem.L, Delta=problem.Delta, sigma=sigma)
+        rule = theory_params(
+            method, T, p=p, L=problem.L, Delta=problem.Delta, sigma=sigma, d=problem.d
+        )
         extra = params(T) if callable(params) else (params or {})
         per_T.append({**rule, **extra})
     runs = Parallel(n_jobs=n_jobs)(

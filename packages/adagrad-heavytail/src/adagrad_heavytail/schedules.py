@@ -5,7 +5,9 @@ whole gradient vector) with unit constants, so no method is tuned harder than an
 sources:
 
 - ``adagrad``, ``adagrad_norm``: any constant γ works in theory; γ = sqrt(Δ/L) balances the lower
-  bound's Δ²/γ² and γ²L² terms (our reconstruction, not a statement of the paper); λ = 0.
+  bound's Δ²/γ² and γ²L² terms in d = 1 (our reconstruction, not a statement of the paper); λ = 0.
+  AdaGrad steps each coordinate by about γ on its own, so in d dimensions each coordinate is given
+  its share Δ/d: γ = sqrt(Δ/(dL)). AdaGrad-Norm moves the whole vector by about γ: γ = sqrt(Δ/L).
 - ``sgd``: η = min(1/L, sqrt(Δ/(L T))/σ) (Ghadimi & Lan 2013, finite variance).
 - ``clipped_sgd``: τ = σ T^{1/(3p-2)}, η = min(1/L, sqrt(Δ/L)/σ · T^{-(2p-1)/(3p-2)}) (Zhang et al.
   2020), T^{-(p-1)/(3p-2)}. Without ``p`` the p = 2 rule (τ ∝ T^{1/4}): tuned for finite variance.
@@ -33,6 +35,7 @@ def theory_params(
     L: float = 1.0,
     Delta: float = 1.0,
     sigma: float = 1.0,
+    d: int = 1,
 ) -> dict[str, Any]:
     """The constructor arguments of ``method`` for a run of ``T`` steps (see the module doc).
 
@@ -45,10 +48,14 @@ def theory_params(
         raise ValueError(f"T must be an integer >= 1, got {T!r}")
     for name, value in (("L", L), ("Delta", Delta), ("sigma", sigma)):
         _check(name, value)
+    if not (isinstance(d, int) and d >= 1):
+        raise ValueError(f"d must be an integer >= 1, got {d!r}")
     if p is not None and not (isinstance(p, (int, float)) and 1 < p <= 2):
         raise ValueError(f"p must lie in (1, 2] or be None, got {p!r}")
     scale = math.sqrt(Delta / L)
-    if method in ("adagrad", "adagrad_norm"):
+    if method == "adagrad":
+        return {"lr": math.sqrt(Delta / (d * L)), "eps": 0.0}
+    if method == "adagrad_norm":
         return {"lr": scale, "eps": 0.0}
     if method == "sgd":
         return {"lr": min(1 / L, scale / (sigma * math.sqrt(T)))}
