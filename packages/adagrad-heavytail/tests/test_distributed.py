@@ -6,7 +6,6 @@ import sys
 import pytest
 import torch
 import torch.distributed as dist
-
 from adagrad_heavytail.optim import AdaGradNorm
 
 WORLD = 2
@@ -47,8 +46,8 @@ def worker(rank, mode, store, out):
                 opt.step()
             local = [p.detach() for p in params]
         else:  # DTensor, FSDP2's layout: Shard(0) parameters and gradients
-            from torch.distributed.tensor import Replicate, Shard, distribute_tensor
             from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
             mesh = init_device_mesh("cpu", (WORLD,))
             # the last tensor replicated: its copies must not be counted twice
@@ -68,7 +67,9 @@ def worker(rank, mode, store, out):
         dist.destroy_process_group()
 
 
-@pytest.mark.skipif(not dist.is_available() or sys.platform != "linux", reason="needs gloo and fork")
+@pytest.mark.skipif(
+    not dist.is_available() or sys.platform != "linux", reason="needs gloo and fork"
+)
 @pytest.mark.parametrize("mode", ["process_group", "dtensor"])
 def test_sharded_global_norm_matches_one_process(mode, tmp_path):
     expected = single_process()

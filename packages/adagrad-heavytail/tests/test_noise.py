@@ -5,10 +5,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy import integrate, special, stats
-
 from adagrad_heavytail import noise as N
 from adagrad_heavytail import tail
+from scipy import integrate, special, stats
 
 
 def rng(seed=0):
@@ -18,8 +17,11 @@ def rng(seed=0):
 def test_student_t_moment_matches_the_closed_form_and_scipy():
     nu, p, scale = 3.5, 1.7, 2.0
     law = N.StudentT(nu, scale)
-    closed = nu ** (p / 2) * special.gamma((p + 1) / 2) * special.gamma((nu - p) / 2) / (
-        math.sqrt(math.pi) * special.gamma(nu / 2)
+    closed = (
+        nu ** (p / 2)
+        * special.gamma((p + 1) / 2)
+        * special.gamma((nu - p) / 2)
+        / (math.sqrt(math.pi) * special.gamma(nu / 2))
     )
     assert law.pth_moment(p) == pytest.approx(scale**p * closed, rel=1e-12)
     numeric = 2 * integrate.quad(lambda x: x**p * stats.t.pdf(x, nu, scale=scale), 0, np.inf)[0]
@@ -41,12 +43,16 @@ def test_stable_moment_matches_numerical_integration_of_scipy_pdf(alpha, p):
     # E|X|^p from the characteristic function: E|X|^p = (2/π) Γ(p+1) sin(πp/2) ∫ (1-Re φ(t)) t^{-p-1} dt
     c = 2 / math.pi * special.gamma(p + 1) * math.sin(math.pi * p / 2)
     f = lambda t: (1 - math.exp(-((1.3 * t) ** alpha))) * t ** (-p - 1)  # noqa: E731
-    numeric = c * (integrate.quad(f, 0, 1, limit=200)[0] + integrate.quad(f, 1, np.inf, limit=200)[0])
+    numeric = c * (
+        integrate.quad(f, 0, 1, limit=200)[0] + integrate.quad(f, 1, np.inf, limit=200)[0]
+    )
     assert law.pth_moment(p) == pytest.approx(numeric, rel=1e-6)
     assert law.pth_moment(alpha) == math.inf
 
 
-@pytest.mark.parametrize("law", [N.StudentT(3.0), N.SymmetricPareto(3.0), N.SpikeNoise(5.0, 0.1), N.Gaussian(1.5)])
+@pytest.mark.parametrize(
+    "law", [N.StudentT(3.0), N.SymmetricPareto(3.0), N.SpikeNoise(5.0, 0.1), N.Gaussian(1.5)]
+)
 def test_sample_moments_match_pth_moment(law):
     x = law.sample(400_000, rng(1))
     p = 1.0
@@ -88,7 +94,9 @@ def test_torch_generator_path_is_reproducible_and_typed():
     a = law.sample((3, 4), torch.Generator().manual_seed(0))
     b = law.sample((3, 4), torch.Generator().manual_seed(0))
     assert isinstance(a, torch.Tensor) and a.dtype == torch.float64 and torch.equal(a, b)
-    assert law.sample(5, torch.Generator().manual_seed(0), dtype=torch.float32).dtype == torch.float32
+    assert (
+        law.sample(5, torch.Generator().manual_seed(0), dtype=torch.float32).dtype == torch.float32
+    )
     with pytest.raises(TypeError, match="Generator"):
         law.sample(3, 42)
 

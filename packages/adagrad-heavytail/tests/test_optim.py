@@ -5,7 +5,6 @@ import copy
 import numpy as np
 import pytest
 import torch
-
 from adagrad_heavytail import functional as F
 from adagrad_heavytail.optim import NSGDM, AdaGrad, AdaGradNorm, ClippedSGD
 
@@ -67,7 +66,9 @@ def test_adagrad_state_dict_moves_to_torch_and_back():
         for p, gr in zip(o.param_groups[0]["params"], grads, strict=True):
             p.grad = gr.clone()
         o.step()
-    for a, b, c in zip(resumed.param_groups[0]["params"], back.param_groups[0]["params"], theirs, strict=True):
+    for a, b, c in zip(
+        resumed.param_groups[0]["params"], back.param_groups[0]["params"], theirs, strict=True
+    ):
         torch.testing.assert_close(a, c, atol=1e-12, rtol=0)
         torch.testing.assert_close(b, c, atol=1e-12, rtol=0)
 
@@ -77,9 +78,12 @@ def test_adagrad_resume_gives_identical_results():
     opt = run(AdaGrad, a, 5, lr=0.1)
     saved = copy.deepcopy(opt.state_dict())
     snapshot = [p.detach().clone() for p in a]
-    run_more = lambda o, ps: [  # noqa: E731
-        (setattr(p, "grad", torch.full_like(p, 0.3)), None) for p in ps
-    ] and o.step()
+
+    def run_more(o, ps):
+        for p in ps:
+            p.grad = torch.full_like(p, 0.3)
+        o.step()
+
     run_more(opt, a)
     b = [torch.nn.Parameter(s.clone()) for s in snapshot]
     opt2 = AdaGrad(b, lr=0.1)
@@ -104,11 +108,16 @@ def test_adagrad_norm_vector_hand_check():
     x.grad = torch.tensor([3.0, 4.0], dtype=torch.float64)
     opt.step()
     assert opt.state[x]["sum"].item() == 25.0
-    torch.testing.assert_close(x.detach(), torch.tensor([1.0 - 0.5 * 3 / 5.1, -1.0 - 0.5 * 4 / 5.1], dtype=torch.float64))
+    torch.testing.assert_close(
+        x.detach(), torch.tensor([1.0 - 0.5 * 3 / 5.1, -1.0 - 0.5 * 4 / 5.1], dtype=torch.float64)
+    )
 
 
 def test_adagrad_norm_global_over_two_tensors_equals_one_flat_tensor():
-    a = [torch.nn.Parameter(torch.randn(4, 3, dtype=torch.float64)), torch.nn.Parameter(torch.randn(5, dtype=torch.float64))]
+    a = [
+        torch.nn.Parameter(torch.randn(4, 3, dtype=torch.float64)),
+        torch.nn.Parameter(torch.randn(5, dtype=torch.float64)),
+    ]
     flat = torch.nn.Parameter(torch.cat([p.detach().reshape(-1) for p in a]))
     opt_a = AdaGradNorm([{"params": [a[0]]}, {"params": [a[1]]}], lr=0.2, eps=0.0, scope="global")
     opt_f = AdaGradNorm([flat], lr=0.2, eps=0.0)
@@ -120,14 +129,18 @@ def test_adagrad_norm_global_over_two_tensors_equals_one_flat_tensor():
         flat.grad = torch.cat([gr.reshape(-1) for gr in grads])
         opt_a.step()
         opt_f.step()
-    torch.testing.assert_close(torch.cat([p.detach().reshape(-1) for p in a]), flat.detach(), atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        torch.cat([p.detach().reshape(-1) for p in a]), flat.detach(), atol=1e-12, rtol=0
+    )
 
 
 def test_adagrad_norm_scopes_differ_as_they_should():
     # param scope on two tensors = two independent AdaGrad-Norms; group scope = global with one group
     def go(scope, groups):
         ps = make_params()[:2]
-        opt = AdaGradNorm([{"params": [ps[0]]}, {"params": [ps[1]]}] if groups else ps, lr=0.1, scope=scope)
+        opt = AdaGradNorm(
+            [{"params": [ps[0]]}, {"params": [ps[1]]}] if groups else ps, lr=0.1, scope=scope
+        )
         g = torch.Generator().manual_seed(9)
         for _ in range(5):
             for p in ps:
@@ -239,10 +252,30 @@ def test_optimizers_equal_the_functional_steps():
     rng = np.random.default_rng(0)
     grads = rng.standard_normal((30, 6))
     cases = [
-        (AdaGrad, {"lr": 0.2, "eps": 1e-3}, lambda x, g, s: F.adagrad_step(x, g, s, 0.2, 1e-3), np.zeros(6)),
-        (AdaGradNorm, {"lr": 0.2, "eps": 1e-3}, lambda x, g, s: F.adagrad_norm_step(x, g, s, 0.2, 1e-3), np.zeros(())),
-        (ClippedSGD, {"lr": 0.1, "clip": 1.5, "momentum": 0.5}, lambda x, g, s: F.clipped_sgd_step(x, g, s, 0.1, 1.5, 0.5), np.zeros(6)),
-        (NSGDM, {"lr": 0.1, "beta": 0.8}, lambda x, g, s: F.nsgdm_step(x, g, s, 0.1, 0.8), np.zeros(6)),
+        (
+            AdaGrad,
+            {"lr": 0.2, "eps": 1e-3},
+            lambda x, g, s: F.adagrad_step(x, g, s, 0.2, 1e-3),
+            np.zeros(6),
+        ),
+        (
+            AdaGradNorm,
+            {"lr": 0.2, "eps": 1e-3},
+            lambda x, g, s: F.adagrad_norm_step(x, g, s, 0.2, 1e-3),
+            np.zeros(()),
+        ),
+        (
+            ClippedSGD,
+            {"lr": 0.1, "clip": 1.5, "momentum": 0.5},
+            lambda x, g, s: F.clipped_sgd_step(x, g, s, 0.1, 1.5, 0.5),
+            np.zeros(6),
+        ),
+        (
+            NSGDM,
+            {"lr": 0.1, "beta": 0.8},
+            lambda x, g, s: F.nsgdm_step(x, g, s, 0.1, 0.8),
+            np.zeros(6),
+        ),
     ]
     for cls, kw, step, state in cases:
         x = np.ones(6)

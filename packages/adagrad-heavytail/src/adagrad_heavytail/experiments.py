@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -133,14 +132,18 @@ def _bootstrap_ci(
     return (float(lo), float(hi))
 
 
-def _validate(Ts: Sequence[int], seeds: int, metric: str, statistic: str, fit_last: int) -> list[int]:
+def _validate(
+    Ts: Sequence[int], seeds: int, metric: str, statistic: str, fit_last: int
+) -> list[int]:
     horizons = sorted({int(T) for T in Ts})
     if len(horizons) < MIN_HORIZONS or horizons[0] < 1:
         raise ValueError(
             f"need at least {MIN_HORIZONS} distinct horizons T >= 1 for a slope, got {list(Ts)}"
         )
     if not (isinstance(seeds, (int, np.integer)) and seeds >= MIN_SEEDS):
-        raise ValueError(f"need at least {MIN_SEEDS} seeds for a slope and its interval, got {seeds!r}")
+        raise ValueError(
+            f"need at least {MIN_SEEDS} seeds for a slope and its interval, got {seeds!r}"
+        )
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     if statistic not in STATISTICS:
@@ -189,7 +192,12 @@ def rate_sweep(
         per_T.append({**rule, **extra})
     runs = Parallel(n_jobs=n_jobs)(
         delayed(run_horizon)(
-            method, oracle, T, seeds, rule, np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(T,)))
+            method,
+            oracle,
+            T,
+            seeds,
+            rule,
+            np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(T,))),
         )
         for T, rule in zip(horizons, per_T, strict=True)
     )
@@ -211,7 +219,9 @@ def rate_sweep(
         }
         for i, T in enumerate(horizons)
     ]
-    return RateResult(method, metric, statistic, horizons, values, slope, ci, fit_last, per_T, table)
+    return RateResult(
+        method, metric, statistic, horizons, values, slope, ci, fit_last, per_T, table
+    )
 
 
 @dataclass(frozen=True)

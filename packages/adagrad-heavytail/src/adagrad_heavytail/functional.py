@@ -17,9 +17,9 @@ zero has 0/0: its step is defined as 0 (then g = 0 too, since v ≥ g²), never 
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
-Array = TypeVar("Array", bound=Any)
+Array = Any  # a numpy array or a torch tensor
 
 
 def _safe(denominator: Array) -> Array:

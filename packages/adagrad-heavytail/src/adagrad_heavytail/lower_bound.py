@@ -61,7 +61,7 @@ class Ramp(Instance):
     """f′ = -ε for x ≤ D = Δ/ε, rising linearly to 0 on [D, D + ε/L], 0 beyond; x0 = 0."""
 
     eps: float = 1.0
-    Delta: float = 1.0  # type: ignore[assignment]
+    Delta: float = 1.0
 
     @property
     def D(self) -> float:

@@ -198,9 +198,9 @@ def _local_square(grad: torch.Tensor) -> tuple[torch.Tensor, bool]:
         return grad.pow(2).sum(), False
     local = to_local()
     copies = 1
-    for dim, placement in enumerate(grad.placements):  # type: ignore[attr-defined]
+    for dim, placement in enumerate(grad.placements):
         if placement.is_replicate():
-            copies *= grad.device_mesh.size(dim)  # type: ignore[attr-defined]
+            copies *= grad.device_mesh.size(dim)
     return local.pow(2).sum() / copies, True
 
 
@@ -266,7 +266,7 @@ class AdaGradNorm(Optimizer):
         for g in grads:
             square, is_dtensor = _local_square(g)
             if is_dtensor:
-                sharded, mesh = True, g.device_mesh  # type: ignore[attr-defined]
+                sharded, mesh = True, g.device_mesh
             pieces.append(square.to(device=device, dtype=torch.float64))
         squares = torch.stack(pieces)
         if self.process_group is not None:
@@ -412,4 +412,4 @@ class NSGDM(Optimizer):
         return loss
 
 
-__all__ = ["SCOPES", "SGD", "AdaGrad", "AdaGradNorm", "ClippedSGD", "NSGDM"]
+__all__ = ["NSGDM", "SCOPES", "SGD", "AdaGrad", "AdaGradNorm", "ClippedSGD"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -138,7 +137,9 @@ class LogisticRegression(Problem):
         X = np.asarray(self.X, dtype=np.float64)
         y = np.asarray(self.y)
         if X.ndim != 2 or y.shape != (X.shape[0],):
-            raise ValueError(f"need X of shape (n, d) and y of shape (n,), got {X.shape} and {y.shape}")
+            raise ValueError(
+                f"need X of shape (n, d) and y of shape (n,), got {X.shape} and {y.shape}"
+            )
         labels = set(np.unique(y).tolist())
         if not (labels <= {0, 1} or labels <= {-1, 1}):
             raise ValueError(f"labels must be {{0, 1}} or {{-1, 1}}, got {sorted(labels)}")

@@ -33,7 +33,9 @@ def _mlp(seed: int) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 10))
 
 
-def _train(method: str, lr: float, X: torch.Tensor, y: torch.Tensor, steps: int, seed: int) -> float:
+def _train(
+    method: str, lr: float, X: torch.Tensor, y: torch.Tensor, steps: int, seed: int
+) -> float:
     model = _mlp(seed)
     opt: torch.optim.Optimizer
     if method == "adagrad":
@@ -77,7 +79,9 @@ def digits_experiment(seed: int, steps: int) -> dict[str, Any]:
     for method in ("adagrad", "sgd", "clipped_sgd"):
         losses = {lr: _train(method, lr, X, y, steps, seed) for lr in LRS}
         best = min(losses, key=losses.__getitem__)
-        training.append({"method": method, "best_lr": best, "final_loss": losses[best], "steps": steps})
+        training.append(
+            {"method": method, "best_lr": best, "final_loss": losses[best], "steps": steps}
+        )
     return {"tail": _tail_row(noise), "training": training}
 
 

@@ -29,7 +29,9 @@ def hill_estimator(x: Any, k: int) -> float:
     """The Hill estimate of the tail index of |x| from its ``k`` largest values."""
     a = _magnitudes(x)
     if not (isinstance(k, (int, np.integer)) and 1 <= k < a.size):
-        raise ValueError(f"k must be an integer in [1, {a.size - 1}] for {a.size} samples, got {k!r}")
+        raise ValueError(
+            f"k must be an integer in [1, {a.size - 1}] for {a.size} samples, got {k!r}"
+        )
     top = np.partition(a, a.size - k - 1)[a.size - k - 1 :]  # the k+1 largest, X_(k+1) first
     threshold = top.min()
     if threshold <= 0:
@@ -68,7 +70,12 @@ def minibatch_gradient_noise(
         model.zero_grad(set_to_none=True)
         loss_fn(model, batch).backward()
         rows.append(
-            torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+            torch.cat(
+                [
+                    (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                    for p in params
+                ]
+            )
             .detach()
             .double()
             .numpy()
