@@ -15,6 +15,8 @@ The functions take *squared* norms so that a tensor sharded across ranks can sum
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -30,13 +32,14 @@ def mixing_lambda(
     from zero; the official code raises ``ZeroDivisionError`` there) and ``a = m`` (both directions
     agree, so λ does not matter; 0/0 in the official code when also ``m = 0`` and ``γ = 0``).
     """
-    step = torch.as_tensor(step_size, dtype=m_sq.dtype, device=m_sq.device)
-    live = (diff_sq > 0) & (step > 0)
-    # Where not live the ratio is never read; the clamps keep it finite so no NaN is formed at all.
-    bonus = 2.0 * gamma / step.clamp(min=torch.finfo(m_sq.dtype).tiny)
-    ratio = (m_sq + bonus) / diff_sq.clamp(min=torch.finfo(m_sq.dtype).tiny)
-    ones = torch.ones((), dtype=m_sq.dtype, device=m_sq.device)
-    return torch.where(live, ratio.sqrt(), ones).clamp(0.0, 1.0)
+    if isinstance(step_size, torch.Tensor):
+        # η = 0 with γ = 0 is 0/0: read it as the warm-up guard (bonus ∞, so λ = 1) too.
+        bonus: float | torch.Tensor = (2.0 * gamma / step_size).nan_to_num(nan=math.inf)
+    else:
+        bonus = math.inf if step_size == 0 else 2.0 * gamma / step_size
+    # diff_sq = 0 gives ∞ (clipped to 1) or, with a zero numerator, 0/0 = NaN: both mean λ = 1.
+    ratio = (m_sq + bonus) / diff_sq
+    return ratio.sqrt_().clamp_(0.0, 1.0).nan_to_num_(nan=1.0)
 
 
 def excess_energy(

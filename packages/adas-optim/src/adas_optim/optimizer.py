@@ -75,7 +75,9 @@ class AdaS(torch.optim.Optimizer):
         sgd_component: ``"momentum"`` (the reference and segmentation copies) or ``"grad"`` (the
             SpikeLM copy, which also defaults to ``gamma=2.0``): what the AdamW direction is mixed with.
         maximize: ascend instead of descend.
-        foreach: batch the step over tensors with ``torch._foreach_*``; ``None`` picks it for CUDA.
+        foreach: batch the step over all tensors of a (device, dtype) bucket with ``torch._foreach_*``
+            (the default, ``None``: λ is one small vector op per bucket instead of a dozen per tensor);
+            ``False`` steps one tensor at a time, holding temporaries for one tensor only.
         capturable: keep ``step`` and the bias corrections on the parameter's device (CUDA graphs).
         track_update_norms: record ``‖Δθ‖`` per tensor in :meth:`mixing_stats` (one extra norm pass).
     """
@@ -156,9 +158,7 @@ class AdaS(torch.optim.Optimizer):
             items = self._init_group(group)
             if not items:
                 continue
-            foreach = group["foreach"]
-            if foreach is None:
-                foreach = all(p.is_cuda for p in items)
+            foreach = group["foreach"] is not False
             for batch in _buckets(items) if foreach else [[p] for p in items]:
                 self._step_batch(group, batch)
         return loss
@@ -205,9 +205,9 @@ class AdaS(torch.optim.Optimizer):
         torch._foreach_div_(adam, exp_avgs)
         torch._foreach_reciprocal_(adam)  # adam = m / D, in D's buffer: no second temporary
         diffs = torch._foreach_sub(adam, exp_avgs)
-        diff_sq = torch.stack(torch._foreach_norm(diffs)).float().square()
+        diff_sq = _squared_norms(diffs)
         del diffs
-        m_sq = torch.stack(torch._foreach_norm(exp_avgs)).float().square()
+        m_sq = _squared_norms(exp_avgs)
         m_sq, diff_sq = _reduce_sharded(batch, m_sq, diff_sq)
 
         eta = step_size if isinstance(step_size, float) else torch.stack(step_size)
@@ -215,11 +215,7 @@ class AdaS(torch.optim.Optimizer):
         base = exp_avgs if group["sgd_component"] == "momentum" else grads
         # adam ← λ·adam + (1 − λ)·base: the AdaS direction d, still in D's buffer.
         torch._foreach_lerp_(adam, base, list((1 - lam).to(adam[0].dtype).unbind()))
-        update_sq = (
-            torch.stack(torch._foreach_norm(adam)).float().square()
-            if self.track_update_norms
-            else None
-        )
+        update_sq = _squared_norms(adam) if self.track_update_norms else None
         if isinstance(step_size, float):
             torch._foreach_add_(params, adam, alpha=-step_size)
         else:
@@ -272,6 +268,12 @@ class AdaS(torch.optim.Optimizer):
             row.update({k: float(v) for k, v in entry.items()})
             rows.append(row)
         return rows
+
+
+def _squared_norms(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """``‖t‖²`` per tensor, stacked, in float32 at least (bf16 norms would make λ coarse)."""
+    norms = torch.stack(torch._foreach_norm(tensors))
+    return norms.to(torch.promote_types(norms.dtype, torch.float32)).square()
 
 
 def _buckets(items: list[torch.Tensor]) -> list[list[torch.Tensor]]:
