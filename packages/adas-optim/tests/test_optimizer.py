@@ -77,8 +77,11 @@ def test_closed_form_at_first_step(gamma):
     eta = lr / (1 - b1)
     m = (1 - b1) * gn
     a = m / (np.abs(gn) + eps)
-    lam = min(1.0, math.sqrt((1 - b1) ** 2 * (gn**2).sum() + 2 * gamma * (1 - b1) / lr)
-              / np.linalg.norm((1 - b1) * (gn / (np.abs(gn) + eps) - gn)))
+    lam = min(
+        1.0,
+        math.sqrt((1 - b1) ** 2 * (gn**2).sum() + 2 * gamma * (1 - b1) / lr)
+        / np.linalg.norm((1 - b1) * (gn / (np.abs(gn) + eps) - gn)),
+    )
     expected = th - eta * lam * a - eta * (1 - lam) * m
     np.testing.assert_allclose(p.detach().numpy(), expected, rtol=1e-10, atol=1e-12)
     assert float(opt.last_lambda[p]) == pytest.approx(lam, rel=1e-10)
@@ -122,15 +125,27 @@ def test_matches_line_by_line_official_reference():
         ref = [p.detach().clone() for p in params]
         ref_m = [torch.zeros_like(p) for p in ref]
         ref_v = [torch.zeros_like(p) for p in ref]
-        hyper = dict(lr=5e-3, gamma=2e-4 if component == "grad" else 1e-4, betas=(0.9, 0.999),
-                     eps=1e-8, weight_decay=0.02)
+        hyper = dict(
+            lr=5e-3,
+            gamma=2e-4 if component == "grad" else 1e-4,
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            weight_decay=0.02,
+        )
         opt = AdaS(params, sgd_component=component, **hyper)
         lams = []
         for t in range(30):
             set_grads(params, t, scale=0.05)
             for k, p in enumerate(params):
-                ref[k] = reference_step(ref[k], p.grad.clone(), ref_m[k], ref_v[k], t + 1,
-                                        sgd_component=component, **hyper)
+                ref[k] = reference_step(
+                    ref[k],
+                    p.grad.clone(),
+                    ref_m[k],
+                    ref_v[k],
+                    t + 1,
+                    sgd_component=component,
+                    **hyper,
+                )
             opt.step()
             lams += [float(v) for v in opt.last_lambda.values()]
         for p, r in zip(params, ref, strict=True):
@@ -247,7 +262,9 @@ def test_adamw_state_dict_loads_into_adas():
 
 def test_per_group_gamma_is_honoured():
     params = make_params(0)
-    opt = AdaS([{"params": params[:1], "gamma": 1e30}, {"params": params[1:], "gamma": 0.0}], lr=1e-2)
+    opt = AdaS(
+        [{"params": params[:1], "gamma": 1e30}, {"params": params[1:], "gamma": 0.0}], lr=1e-2
+    )
     for t in range(3):
         set_grads(params, t)
         opt.step()

@@ -17,7 +17,9 @@ def test_gamma_sequence(start, end, epochs):
         sched.step()
         seen.append(opt.param_groups[1]["gamma"])
         assert opt.param_groups[0]["gamma"] == seen[-1]  # every group follows the schedule
-    expected = [start] + [start + (end - start) * min(e / (epochs - 1), 1) for e in range(1, epochs + 3)]
+    expected = [start] + [
+        start + (end - start) * min(e / (epochs - 1), 1) for e in range(1, epochs + 3)
+    ]
     assert seen == pytest.approx(expected)
     assert seen[epochs - 1] == pytest.approx(end)
 

@@ -82,8 +82,6 @@ def reference_step(
     denom = exp_avg_sq.sqrt() / bc2**0.5 + eps
     step_size = lr / bc1
     adam = exp_avg / denom
-    lam = mixing_lambda(
-        exp_avg.square().sum(), (adam - exp_avg).square().sum(), gamma, step_size
-    )
+    lam = mixing_lambda(exp_avg.square().sum(), (adam - exp_avg).square().sum(), gamma, step_size)
     sgd = exp_avg if sgd_component == "momentum" else grad
     return param - step_size * lam * adam - step_size * (1 - lam) * sgd

@@ -40,22 +40,22 @@ def _is_dtensor(t: torch.Tensor) -> bool:
 
 def _local(t: torch.Tensor) -> torch.Tensor:
     """The local shard of a DTensor (sharing its storage), or ``t`` itself."""
-    return cast(torch.Tensor, t.to_local()) if _is_dtensor(t) else t
+    return cast(torch.Tensor, t.to_local()) if _is_dtensor(t) else t  # type: ignore[attr-defined]
 
 
 def _check_hyper(
     lr: float, gamma: float, betas: tuple[float, float], eps: float, weight_decay: float
 ) -> None:
     # torch.optim.AdamW's messages, word for word, so code that matches on them keeps working.
-    if not 0.0 <= lr:
+    if not lr >= 0.0:
         raise ValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= eps:
+    if not eps >= 0.0:
         raise ValueError(f"Invalid epsilon value: {eps}")
     if not 0.0 <= betas[0] < 1.0:
         raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
     if not 0.0 <= betas[1] < 1.0:
         raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-    if not 0.0 <= weight_decay:
+    if not weight_decay >= 0.0:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
     if not gamma >= 0.0:  # also catches NaN, which the official code lets through to a NaN step
         raise ValueError(f"gamma must be >= 0, got {gamma}")
@@ -100,7 +100,9 @@ class AdaS(torch.optim.Optimizer):
     ) -> None:
         _check_hyper(lr, gamma, betas, eps, weight_decay)
         if sgd_component not in SGD_COMPONENTS:
-            raise ValueError(f"sgd_component must be one of {SGD_COMPONENTS}, got {sgd_component!r}")
+            raise ValueError(
+                f"sgd_component must be one of {SGD_COMPONENTS}, got {sgd_component!r}"
+            )
         defaults = dict(
             lr=lr,
             gamma=gamma,
@@ -146,7 +148,7 @@ class AdaS(torch.optim.Optimizer):
 
     # -- step ----------------------------------------------------------------------------------
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One AdaS step; returns ``closure()`` when a closure is given."""
         if closure is not None and not callable(closure):
             raise TypeError(f"{MIGRATION_NOTE}; got {type(closure).__name__} {closure!r}")
@@ -259,7 +261,9 @@ class AdaS(torch.optim.Optimizer):
         ``‖a − m‖``, η, the excess energy ``(η/2)‖d − m‖²`` and γ (``update_norm`` ``‖Δθ‖``, without
         weight decay, when ``track_update_norms``). Reads device tensors: call it for logging."""
         index = {
-            p: (g, i) for g, group in enumerate(self.param_groups) for i, p in enumerate(group["params"])
+            p: (g, i)
+            for g, group in enumerate(self.param_groups)
+            for i, p in enumerate(group["params"])
         }
         rows = []
         for p, entry in self._last.items():
@@ -270,7 +274,7 @@ class AdaS(torch.optim.Optimizer):
         return rows
 
 
-def _squared_norms(tensors: list[torch.Tensor]) -> torch.Tensor:
+def _squared_norms(tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> torch.Tensor:
     """``‖t‖²`` per tensor, stacked, in float32 at least (bf16 norms would make λ coarse)."""
     norms = torch.stack(torch._foreach_norm(tensors))
     return norms.to(torch.promote_types(norms.dtype, torch.float32)).square()

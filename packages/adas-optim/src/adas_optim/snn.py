@@ -68,7 +68,7 @@ class SigmoidSurrogate(nn.Module):
         return torch.sigmoid(self.alpha * x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _SurrogateSpike.apply(x, self.alpha, self.kind)  # type: ignore[no-any-return]
+        return _SurrogateSpike.apply(x, self.alpha, self.kind)
 
 
 class ATanSurrogate(SigmoidSurrogate):
@@ -197,7 +197,7 @@ class _SpikingLinear(nn.Module):
         self.lif = LIF(v_threshold=v_threshold, **lif)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.lif(self.proj(x))  # type: ignore[no-any-return]
+        return self.lif(self.proj(x))
 
 
 class SpikingSelfAttention(nn.Module):
@@ -220,7 +220,7 @@ class SpikingSelfAttention(nn.Module):
         q, k, v = self._split(self.q(x)), self._split(self.k(x)), self._split(self.v(x))
         y = (q @ k.transpose(-2, -1)) @ v * self.scale
         y = y.transpose(2, 3).flatten(-2)
-        return self.out(self.attn_lif(y))  # type: ignore[no-any-return]
+        return self.out(self.attn_lif(y))
 
 
 class QKTokenAttention(nn.Module):
@@ -240,24 +240,28 @@ class QKTokenAttention(nn.Module):
         q = self.q(x).view(t, b, n, self.heads, c // self.heads)
         k = self.k(x).view(t, b, n, self.heads, c // self.heads)
         mask = self.token_lif(q.sum(-1, keepdim=True))  # [T, B, N, H, 1]: which tokens attend
-        return self.out((mask * k).flatten(-2))  # type: ignore[no-any-return]
+        return self.out((mask * k).flatten(-2))
 
 
 class SpikformerBlock(nn.Module):
     """``x + attention(x)`` then ``x + MLP(x)``, the MLP two LIF(BN(Linear)) layers."""
 
-    def __init__(self, dim: int, heads: int = 4, mlp_ratio: int = 4, attention: str = "ssa") -> None:
+    def __init__(
+        self, dim: int, heads: int = 4, mlp_ratio: int = 4, attention: str = "ssa"
+    ) -> None:
         super().__init__()
         if attention not in ("ssa", "qk"):
             raise ValueError(f"attention must be 'ssa' or 'qk', got {attention!r}")
-        self.attn = SpikingSelfAttention(dim, heads) if attention == "ssa" else QKTokenAttention(dim, heads)
+        self.attn = (
+            SpikingSelfAttention(dim, heads) if attention == "ssa" else QKTokenAttention(dim, heads)
+        )
         self.mlp = nn.Sequential(
             _SpikingLinear(dim, dim * mlp_ratio), _SpikingLinear(dim * mlp_ratio, dim)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(x)
-        return x + self.mlp(x)  # type: ignore[no-any-return]
+        return x + self.mlp(x)
 
 
 class TinySpikformer(nn.Module):
@@ -299,7 +303,7 @@ class TinySpikformer(nn.Module):
                 f"[T, B, {self.num_tokens}, {self.patch_dim}], got shape {tuple(x.shape)}"
             )
         h = self.blocks(self.embed(x) + self.pos)
-        return self.head(h.mean(dim=(0, 2)))  # type: ignore[no-any-return]
+        return self.head(h.mean(dim=(0, 2)))
 
 
 def digits_to_tokens(images: torch.Tensor, patch: int = 2) -> torch.Tensor:
