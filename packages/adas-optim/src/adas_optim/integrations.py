@@ -27,7 +27,8 @@ def no_decay_param_groups(
     ``no_decay`` (the SpikeLM ``finetune.py`` split), or also on every ≤ 1-D parameter when
     ``one_dim_no_decay`` (the timm split). Frozen parameters are left out."""
     keys = tuple(no_decay)
-    decay, rest = [], []
+    decay: list[nn.Parameter] = []
+    rest: list[nn.Parameter] = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -51,8 +52,7 @@ def create_adas_timm_style(
 
 def register_timm(name: str = "adas") -> None:
     """Register AdaS in timm's optimizer registry, so ``create_optimizer_v2(model, "adas")`` works."""
-    from timm.optim import OptimInfo, OptimizerRegistry  # noqa: F401 (import checks timm's API)
-    from timm.optim._optim_factory import default_registry
+    from timm.optim._optim_factory import OptimInfo, default_registry
 
     default_registry.register(
         OptimInfo(
