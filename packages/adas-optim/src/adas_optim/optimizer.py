@@ -75,9 +75,9 @@ class AdaS(torch.optim.Optimizer):
         sgd_component: ``"momentum"`` (the reference and segmentation copies) or ``"grad"`` (the
             SpikeLM copy, which also defaults to ``gamma=2.0``): what the AdamW direction is mixed with.
         maximize: ascend instead of descend.
-        foreach: batch the step over all tensors of a (device, dtype) bucket with ``torch._foreach_*``
-            (the default, ``None``: λ is one small vector op per bucket instead of a dozen per tensor);
-            ``False`` steps one tensor at a time, holding temporaries for one tensor only.
+        foreach: batch the step over all tensors of a (device, dtype) bucket with ``torch._foreach_*``;
+            ``None`` (default) picks it on CUDA and the per-tensor loop elsewhere, as torch does (on
+            CPU the loop is faster: it holds temporaries for one tensor at a time).
         capturable: keep ``step`` and the bias corrections on the parameter's device (CUDA graphs).
         track_update_norms: record ``‖Δθ‖`` per tensor in :meth:`mixing_stats` (one extra norm pass).
     """
@@ -160,9 +160,15 @@ class AdaS(torch.optim.Optimizer):
             items = self._init_group(group)
             if not items:
                 continue
-            foreach = group["foreach"] is not False
-            for batch in _buckets(items) if foreach else [[p] for p in items]:
-                self._step_batch(group, batch)
+            foreach = group["foreach"]
+            if foreach is None:  # torch's rule: foreach on CUDA; on CPU the loop is faster
+                foreach = all(p.is_cuda for p in items)
+            if foreach:
+                for batch in _buckets(items):
+                    self._step_batch(group, batch)
+            else:
+                for p in items:
+                    self._step_one(group, p)
         return loss
 
     def _init_group(self, group: dict[str, Any]) -> list[torch.Tensor]:
@@ -206,7 +212,7 @@ class AdaS(torch.optim.Optimizer):
         torch._foreach_add_(adam, group["eps"])
         torch._foreach_div_(adam, exp_avgs)
         torch._foreach_reciprocal_(adam)  # adam = m / D, in D's buffer: no second temporary
-        diffs = torch._foreach_sub(adam, exp_avgs)
+        diffs = torch._foreach_sub(adam, exp_avgs)  # foreach kernels have no dot product
         diff_sq = _squared_norms(diffs)
         del diffs
         m_sq = _squared_norms(exp_avgs)
@@ -224,6 +230,45 @@ class AdaS(torch.optim.Optimizer):
             torch._foreach_mul_(adam, [-s.to(adam[0].dtype) for s in step_size])
             torch._foreach_add_(params, adam)
         self._record(batch, group, lam, m_sq, diff_sq, eta, update_sq)
+
+    def _step_one(self, group: dict[str, Any], param: torch.Tensor) -> None:
+        """:meth:`_step_batch` for one tensor with plain in-place kernels (the CPU default).
+
+        ``‖a − m‖²`` comes from three read-only dot products instead of a materialised ``a − m``:
+        ``‖a‖² − 2⟨a, m⟩ + ‖m‖²``. Its cancellation only bites where ``‖a − m‖ ≪ ‖a‖``, which
+        forces ``‖a − m‖ < ‖m‖`` and so λ = 1 whatever the rounding; where λ < 1,
+        ``‖a‖ ≤ 2‖a − m‖`` bounds the relative error by a few float epsilons.
+        """
+        beta1, beta2 = group["betas"]
+        lr, wd = group["lr"], group["weight_decay"]
+        state = self.state[param]
+        p, grad = _local(param), _local(cast(torch.Tensor, param.grad))
+        m, v = _local(state["exp_avg"]), _local(state["exp_avg_sq"])
+        if group["maximize"]:
+            grad = -grad
+        state["step"] += 1
+        if wd != 0:
+            p.mul_(1 - lr * wd)
+        m.lerp_(grad, 1 - beta1)
+        v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step_size, bc2_sqrt = _bias_corrections([state["step"]], group)
+        a = v.sqrt().div_(bc2_sqrt[0]).add_(group["eps"])
+        torch.div(m, a, out=a)  # a = m / D in D's buffer
+        a_flat, m_flat = a.reshape(-1), m.reshape(-1)
+        acc = torch.promote_types(a.dtype, torch.float32)
+        m_sq = torch.vdot(m_flat, m_flat).to(acc).reshape(1)
+        a_sq = torch.vdot(a_flat, a_flat).to(acc).reshape(1)
+        diff_sq = (a_sq - 2 * torch.vdot(a_flat, m_flat).to(acc) + m_sq).clamp_(min=0.0)
+        m_sq, diff_sq = _reduce_sharded([param], m_sq, diff_sq)
+        eta = step_size if isinstance(step_size, float) else step_size[0].reshape(1)
+        lam = mixing_lambda(m_sq, diff_sq, group["gamma"], eta)
+        a.lerp_(m if group["sgd_component"] == "momentum" else grad, (1 - lam[0]).to(a.dtype))
+        update_sq = a.square().sum().to(acc).reshape(1) if self.track_update_norms else None
+        if isinstance(step_size, float):
+            p.add_(a, alpha=-step_size)
+        else:
+            p.sub_(a * step_size[0].to(a.dtype))
+        self._record([param], group, lam, m_sq, diff_sq, eta, update_sq)
 
     def _record(
         self,
