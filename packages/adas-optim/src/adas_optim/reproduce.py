@@ -57,7 +57,7 @@ def _settings(args: ReproduceArgs) -> dict[str, Any]:
     return {
         "size": args.size,
         "seed": args.seed,
-        "seeds": args.pick(smoke=3, quick=3, full=5),
+        "seeds": args.pick(smoke=1, quick=3, full=5),
         "epochs": args.pick(smoke=1, quick=8, full=15),
         "small_lr_epochs": args.pick(smoke=1, quick=4, full=15),
         "dim": args.pick(smoke=16, quick=64, full=64),
