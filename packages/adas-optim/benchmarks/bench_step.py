@@ -15,9 +15,9 @@ import argparse
 import json
 
 import torch
-from shared_core.bench import compare
-
 from adas_optim import AdaS
+
+from shared_core.bench import compare
 
 
 def model_params(device: str) -> list[torch.Tensor]:

@@ -52,7 +52,7 @@ def test_sparse_gradient():
 
 
 def test_complex_parameters():
-    with pytest.raises(TypeError, match="complex parameters.*complex64.*view_as_real"):
+    with pytest.raises(TypeError, match=r"complex parameters.*complex64.*view_as_real"):
         AdaS([torch.nn.Parameter(torch.randn(3, dtype=torch.complex64))])
 
 
@@ -60,7 +60,7 @@ def test_complex_parameters():
 def test_official_step_with_a_loss_value(loss):
     p = param()
     p[0].grad = torch.randn(3, 3)
-    with pytest.raises(TypeError, match="step\\(current_loss\\) form is not supported.*README"):
+    with pytest.raises(TypeError, match=r"step\(current_loss\) form is not supported.*README"):
         AdaS(p).step(loss)
 
 

@@ -65,7 +65,9 @@ def sharded_worker(rank, store, out, foreach):
         full = [p.detach() for p in make_model().parameters()]
         # matrices sharded on dim 0, vectors replicated: λ needs the norms of the whole matrix
         params = [
-            torch.nn.Parameter(distribute_tensor(p, mesh, [Shard(0) if p.ndim == 2 else Replicate()]))
+            torch.nn.Parameter(
+                distribute_tensor(p, mesh, [Shard(0) if p.ndim == 2 else Replicate()])
+            )
             for p in full
         ]
         opt = AdaS(params, foreach=foreach, **HYPER)
