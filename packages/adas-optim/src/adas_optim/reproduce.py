@@ -45,11 +45,13 @@ def paired(ours: list[float], base: list[float]) -> dict[str, float]:
     }
 
 
-def mean_large_lambda(result: dict[str, Any], last_fraction: float = 1.0) -> float:
-    """Mean λ over the large tensors and over the last ``last_fraction`` of the steps."""
-    values = []
-    for trace in result["lambdas"].values():
-        values += trace[int(len(trace) * (1 - last_fraction)) :]
+def mean_large_lambda(result: dict[str, Any]) -> float:
+    """Mean λ over the large tensors and every step of the run.
+
+    Every step, not the end of it: the cosine schedule drives η → 0 and so λ → 1 at the end of any
+    run, which would make the "λ < 1 at lr 5e-3" control hold vacuously false.
+    """
+    values = [v for trace in result["lambdas"].values() for v in trace]
     return statistics.fmean(values) if values else math.nan
 
 
@@ -199,11 +201,11 @@ def _accuracy_claims(report: Report, s: dict[str, Any], runs: dict[str, list[Any
 
 def _lambda_claims(report: Report, s: dict[str, Any], runs: dict[str, list[Any]]) -> None:
     n = len(runs["adas"])
-    small = statistics.fmean(mean_large_lambda(r, 0.25) for r in runs["adas_small"])
-    big = statistics.fmean(mean_large_lambda(r, 0.25) for r in runs["adas"])
+    small = statistics.fmean(mean_large_lambda(r) for r in runs["adas_small"])
+    big = statistics.fmean(mean_large_lambda(r) for r in runs["adas"])
     report.claim(
         "At a small lr lambda -> 1 on large tensors (the gamma/eta knob)",
-        f"mean λ over tensors >= 1000 elements, last quarter of training, lr {s['small_lr']:g}",
+        f"mean λ over tensors >= 1000 elements and all steps, lr {s['small_lr']:g}",
         small,
         0.99,
         direction="higher",
@@ -212,7 +214,7 @@ def _lambda_claims(report: Report, s: dict[str, Any], runs: dict[str, list[Any]]
     )
     report.claim(
         "At lr 5e-3 lambda < 1 on large tensors (control: the mixing is active)",
-        f"mean λ over tensors >= 1000 elements, last quarter of training, lr {s['lr']:g}",
+        f"mean λ over tensors >= 1000 elements and all steps, lr {s['lr']:g}",
         big,
         0.99,
         direction="lower",
@@ -300,7 +302,7 @@ def _grid(
                     "AdamW std": statistics.stdev(b),
                     "wins/losses": f"{st['wins']}/{st['losses']}",
                     "sign test p": st["sign_p"],
-                    "mean λ (large)": statistics.fmean(mean_large_lambda(r, 0.25) for r in ours),
+                    "mean λ (large)": statistics.fmean(mean_large_lambda(r) for r in ours),
                 }
             )
     report.table("Grid: AdaS(gamma) against AdamW, paired seeds", rows)
