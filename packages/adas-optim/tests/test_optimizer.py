@@ -354,3 +354,25 @@ def test_bf16_parameters_step_in_their_dtype():
     opt.step()
     assert p.dtype == torch.bfloat16 and opt.state[p]["exp_avg"].dtype == torch.bfloat16
     assert torch.isfinite(p.float()).all()
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_lambda_of_a_large_float32_tensor_matches_float64(foreach):
+    # The loop path's dot-product norms against a float64 computation of the same step.
+    g = torch.Generator().manual_seed(5)
+    theta = torch.randn(600, 500, generator=g)
+    grads = [
+        torch.randn(600, 500, generator=g)
+        * 10 ** torch.empty(600, 500).uniform_(-4, -1, generator=g)
+        for _ in range(3)
+    ]
+    lams = {}
+    for dtype in (torch.float32, torch.float64):
+        p = torch.nn.Parameter(theta.to(dtype))
+        opt = AdaS([p], lr=1e-2, gamma=1e-3, foreach=foreach)
+        for grad in grads:
+            p.grad = grad.to(dtype)
+            opt.step()
+        lams[dtype] = float(opt.last_lambda[p])
+    assert lams[torch.float64] < 0.9
+    assert lams[torch.float32] == pytest.approx(lams[torch.float64], rel=1e-5)

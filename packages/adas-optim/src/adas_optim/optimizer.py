@@ -234,10 +234,10 @@ class AdaS(torch.optim.Optimizer):
     def _step_one(self, group: dict[str, Any], param: torch.Tensor) -> None:
         """:meth:`_step_batch` for one tensor with plain in-place kernels (the CPU default).
 
-        ``‖a − m‖²`` comes from three read-only dot products instead of a materialised ``a − m``:
-        ``‖a‖² − 2⟨a, m⟩ + ‖m‖²``. Its cancellation only bites where ``‖a − m‖ ≪ ‖a‖``, which
-        forces ``‖a − m‖ < ‖m‖`` and so λ = 1 whatever the rounding; where λ < 1,
-        ``‖a‖ ≤ 2‖a − m‖`` bounds the relative error by a few float epsilons.
+        In float32/64, ``‖a − m‖²`` comes from three read-only dot products instead of a materialised
+        ``a − m``: ``‖a‖² − 2⟨a, m⟩ + ‖m‖²``. Its cancellation only bites where ``‖a − m‖ ≪ ‖a‖``,
+        which forces ``‖a − m‖ < ‖m‖`` and so λ = 1 whatever the rounding; where λ < 1,
+        ``‖a‖ ≤ 2‖a − m‖`` bounds the amplification of the dot products' rounding by about 9.
         """
         beta1, beta2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
@@ -254,11 +254,15 @@ class AdaS(torch.optim.Optimizer):
         step_size, bc2_sqrt = _bias_corrections([state["step"]], group)
         a = v.sqrt().div_(bc2_sqrt[0]).add_(group["eps"])
         torch.div(m, a, out=a)  # a = m / D in D's buffer
-        a_flat, m_flat = a.reshape(-1), m.reshape(-1)
         acc = torch.promote_types(a.dtype, torch.float32)
-        m_sq = torch.vdot(m_flat, m_flat).to(acc).reshape(1)
-        a_sq = torch.vdot(a_flat, a_flat).to(acc).reshape(1)
-        diff_sq = (a_sq - 2 * torch.vdot(a_flat, m_flat).to(acc) + m_sq).clamp_(min=0.0)
+        if a.dtype == acc:
+            a_flat, m_flat = a.reshape(-1), m.reshape(-1)
+            m_sq = torch.vdot(m_flat, m_flat).reshape(1)
+            a_sq = torch.vdot(a_flat, a_flat).reshape(1)
+            diff_sq = (a_sq - 2 * torch.vdot(a_flat, m_flat) + m_sq).clamp_(min=0.0)
+        else:  # half precision: a dot product rounded to 8 bits would make the difference coarse
+            m_sq = torch.linalg.vector_norm(m, dtype=acc).square().reshape(1)
+            diff_sq = torch.linalg.vector_norm(a - m, dtype=acc).square().reshape(1)
         m_sq, diff_sq = _reduce_sharded([param], m_sq, diff_sq)
         eta = step_size if isinstance(step_size, float) else step_size[0].reshape(1)
         lam = mixing_lambda(m_sq, diff_sq, group["gamma"], eta)
