@@ -32,14 +32,17 @@ def contrastive_objective(M: np.ndarray, Phi: np.ndarray, r: np.ndarray, reg: fl
     return float(2.0 * fit @ fit + reg * np.sum(M * M))
 
 
-def normal_equations(Phi: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def normal_equations(
+    Phi: np.ndarray, r: np.ndarray, targets: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``BᵀB`` (k² × k²) and ``Bᵀ vec(D)`` of the ordered-pair system, without forming B.
 
     With rows ``b_ij = vec(d_ij d_ijᵀ)`` B has m² rows; but differences do not change when Φ is
     centred, and for centred x the fourth moments of differences are
     ``Σ_ij d_a d_b d_c d_d = 2m S4_abcd + 2 (S2_ab S2_cd + S2_ac S2_bd + S2_ad S2_bc)``
     (S2, S4 the second and fourth moment sums), and ``Σ_ij D_ij d_ij d_ijᵀ = 2 Xᵀ diag(D 1) X −
-    2 Xᵀ D X``: O(m k⁴ + m² k) instead of O(m² k⁴).
+    2 Xᵀ D X``: O(m k⁴ + m² k) instead of O(m² k⁴). ``targets`` (m × m, symmetric) replaces
+    ``D = |r_i − r_j|`` when given.
     """
     m, k = Phi.shape
     X = Phi - Phi.mean(axis=0)
@@ -49,19 +52,21 @@ def normal_equations(Phi: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.nda
     A = 2.0 * m * (Q.T @ Q) + 2.0 * (
         pairs + pairs.transpose(0, 2, 1, 3) + pairs.transpose(0, 3, 2, 1)
     ).reshape(k * k, k * k)
-    D = np.abs(r[:, None] - r[None, :])
+    D = np.abs(r[:, None] - r[None, :]) if targets is None else targets
     rhs = 2.0 * (X.T * D.sum(axis=1)) @ X - 2.0 * X.T @ D @ X
     return A, rhs.reshape(k * k)
 
 
-def solve_metric(Phi: np.ndarray, r: np.ndarray, reg: float) -> np.ndarray:
+def solve_metric(
+    Phi: np.ndarray, r: np.ndarray, reg: float, targets: np.ndarray | None = None
+) -> np.ndarray:
     """The minimiser M (k × k) of :func:`contrastive_objective`, ``(BᵀB + λI)⁻¹ Bᵀ vec(D)``.
 
     The minimiser is symmetric (every row of B is a symmetric matrix); we symmetrise against
     rounding, as upstream does.
     """
     k = Phi.shape[1]
-    A, rhs = normal_equations(Phi, r)
+    A, rhs = normal_equations(Phi, r, targets)
     A[np.diag_indices_from(A)] += reg
     try:
         u = np.linalg.solve(A, rhs)

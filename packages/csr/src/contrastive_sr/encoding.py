@@ -43,7 +43,7 @@ def split_columns(X: Any) -> tuple[list[np.ndarray], list[str] | None, bool]:
 
 
 def categorical(column: np.ndarray) -> bool:
-    if column.dtype.kind in "biuf":
+    if column.dtype.kind in "biufc":  # complex is numeric: validation rejects it clearly
         return False
     try:
         column.astype(np.float64)

@@ -9,10 +9,15 @@ from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from threadpoolctl import threadpool_limits
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    check_array,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
 from contrastive_sr.dpp import dpp_greedy_select
 from contrastive_sr.encoding import encode, fit_target_encoder, split_columns
@@ -56,7 +61,8 @@ def _evaluate_batch(
     return out
 
 
-class ContrastiveSymbolicRegressor(RegressorMixin, BaseEstimator):
+# TransformerMixin: transform() maps X to the learned space ΦW (fit_transform, set_output)
+class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
     """Contrastive Symbolic Regression (Zhang et al., ICML 2026).
 
     Genetic programming evolves individuals of ``n_features`` trees (constructed features Φ). Each is
@@ -182,6 +188,13 @@ class ContrastiveSymbolicRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        # non-numeric columns are target-encoded (categorical_encoding="target")
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        return tags
+
     # -- validation -------------------------------------------------------------------------
     def _check_params(self) -> None:
         def integer(name: str, low: int) -> None:
@@ -241,7 +254,7 @@ class ContrastiveSymbolicRegressor(RegressorMixin, BaseEstimator):
                 self._encoder = fit_target_encoder(columns, y)
         encoder = getattr(self, "_encoder", None)
         if encoder is not None and columns:
-            if len(columns) != self.n_features_in_:
+            if y is None and len(columns) != self.n_features_in_:
                 raise ValueError(
                     f"X has {len(columns)} features, but ContrastiveSymbolicRegressor is expecting "
                     f"{self.n_features_in_} features as input"
@@ -278,13 +291,19 @@ class ContrastiveSymbolicRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X: Any, y: Any) -> ContrastiveSymbolicRegressor:
         """Evolve, build the archive and fit its final models. Returns ``self``."""
         self._check_params()
+        if y is None:
+            raise ValueError(
+                "ContrastiveSymbolicRegressor requires y to be passed, but the target y is None"
+            )
         y_arr = np.asarray(y)
         if y_arr.ndim == 2 and y_arr.shape[1] > 1:
             raise ValueError(
                 f"y has shape {y_arr.shape}: multi-output regression is not supported, "
                 "fit one ContrastiveSymbolicRegressor per output"
             )
-        y = np.ravel(np.asarray(y_arr, dtype=np.float64))
+        y = column_or_1d(
+            check_array(y_arr, ensure_2d=False, dtype=np.float64, input_name="y"), warn=True
+        )
         X = self._prepare_X(X, y)
         n = X.shape[0]
         if n < 3:
