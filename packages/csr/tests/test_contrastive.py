@@ -7,7 +7,9 @@ from scipy.optimize import lsq_linear
 
 def _ordered_system(Phi, r):
     n = len(r)
-    B = np.array([np.outer(Phi[i] - Phi[j], Phi[i] - Phi[j]).ravel() for i in range(n) for j in range(n)])
+    B = np.array(
+        [np.outer(Phi[i] - Phi[j], Phi[i] - Phi[j]).ravel() for i in range(n) for j in range(n)]
+    )
     D = np.array([abs(r[i] - r[j]) for i in range(n) for j in range(n)])
     return B, D
 

@@ -1,5 +1,3 @@
-import itertools
-
 import numpy as np
 import pytest
 from contrastive_sr import dpp_greedy_select
@@ -33,7 +31,7 @@ def test_each_step_is_the_brute_force_best_logdet_gain():
         sel = dpp_greedy_select(q, F, 5)
         for step in range(1, 5):
             prefix = sel[:step]
-            gains = {c: _logdet(L, prefix + [c]) for c in range(8) if c not in prefix}
+            gains = {c: _logdet(L, [*prefix, c]) for c in range(8) if c not in prefix}
             best = max(gains.values())
             assert gains[sel[step]] == pytest.approx(best, abs=1e-6), (trial, step)
 

@@ -17,14 +17,18 @@ def friedman():
 @pytest.fixture(scope="module")
 def fitted(friedman):
     X, y, _, _ = friedman
-    return ContrastiveSymbolicRegressor(n_gen=3, n_pop=20, ensemble_size=5, random_state=0).fit(X, y)
+    return ContrastiveSymbolicRegressor(n_gen=3, n_pop=20, ensemble_size=5, random_state=0).fit(
+        X, y
+    )
 
 
 def test_check_estimator_tiny_budget():
     from sklearn.utils.estimator_checks import check_estimator
 
     # n_features at its default (10 trees): check_regressors_train asks for a training R² > 0.5
-    check_estimator(ContrastiveSymbolicRegressor(n_gen=1, n_pop=10, ensemble_size=3, random_state=0))
+    check_estimator(
+        ContrastiveSymbolicRegressor(n_gen=1, n_pop=10, ensemble_size=3, random_state=0)
+    )
 
 
 def test_clone_get_params_fit_returns_self(friedman):
@@ -51,7 +55,9 @@ def test_same_seed_same_archive_and_n_jobs_two_equals_one(friedman):
     from joblib import parallel_config
 
     X, y, Xt, _ = friedman
-    with parallel_config(backend="threading"):  # the same code path as loky, without process start-up
+    with parallel_config(
+        backend="threading"
+    ):  # the same code path as loky, without process start-up
         _same_seed_n_jobs_two_equals_one(X, y, Xt)
 
 
@@ -81,17 +87,21 @@ def test_expressions_parse_in_sympy(fitted, friedman):
     names = sympy.symbols(" ".join(f"x{j}" for j in range(Xt.shape[1])))
     feats = fitted.constructed_features(Xt[:2])
     texts = fitted.get_expressions()
-    for j in sorted(range(len(texts)), key=lambda j: len(texts[j]))[:3]:  # sympy is slow on big ones
+    for j in sorted(range(len(texts)), key=lambda j: len(texts[j]))[
+        :3
+    ]:  # sympy is slow on big ones
         expr = sympy.sympify(texts[j])
         for i in range(2):
-            value = float(expr.subs(dict(zip(names, Xt[i].tolist()))).evalf())
+            value = float(expr.subs(dict(zip(names, Xt[i].tolist(), strict=True))).evalf())
             assert value == pytest.approx(feats[i, j], rel=1e-8, abs=1e-8)
 
 
 def test_transform_is_scaled_features_times_w(fitted, friedman):
     _, _, Xt, _ = friedman
     m = fitted.archive_[0]
-    np.testing.assert_allclose(fitted.transform(Xt), m.scaling(fitted.constructed_features(Xt)) @ m.W)
+    np.testing.assert_allclose(
+        fitted.transform(Xt), m.scaling(fitted.constructed_features(Xt)) @ m.W
+    )
 
 
 def test_prediction_is_ridge_plus_knn_exactly(fitted, friedman):
@@ -133,7 +143,11 @@ def test_every_ablation_fits(learner, friedman):
 
 def test_top_archive_and_other_selections(friedman):
     X, y, _, _ = friedman
-    for kw in ({"ensemble_selection": "top"}, {"selection": "lexicase"}, {"selection": "tournament"}):
+    for kw in (
+        {"ensemble_selection": "top"},
+        {"selection": "lexicase"},
+        {"selection": "tournament"},
+    ):
         est = ContrastiveSymbolicRegressor(**TINY, random_state=0, **kw).fit(X, y)
         assert len(est.archive_) == 4
 

@@ -109,7 +109,9 @@ def test_in_a_pipeline_on_raw_features():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(150, 8))
     y = 3 * X[:, 0] + 0.1 * rng.normal(size=150)
-    pipe = make_pipeline(StandardScaler(), ContrastiveMetric(random_state=0), LOOKNeighborsRegressor())
+    pipe = make_pipeline(
+        StandardScaler(), ContrastiveMetric(random_state=0), LOOKNeighborsRegressor()
+    )
     plain = make_pipeline(StandardScaler(), LOOKNeighborsRegressor())
     # the metric learns that only x0 matters: its k-NN beats the plain one on the training LOO
     r2_metric = pipe.fit(X, y)[-1].loo_r2_.max()

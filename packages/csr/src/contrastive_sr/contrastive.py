@@ -150,7 +150,11 @@ class ContrastiveMetric(TransformerMixin, BaseEstimator):
 
         seed = check_random_state(self.random_state).randint(2**31 - 1)
         self.W_ = solve_transformation_matrix(
-            X, y, float(self.reg), int(self.subsample), np.random.default_rng(seed),
+            X,
+            y,
+            float(self.reg),
+            int(self.subsample),
+            np.random.default_rng(seed),
             self.n_components,
         )
         self.metric_ = self.W_ @ self.W_.T

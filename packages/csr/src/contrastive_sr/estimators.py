@@ -5,12 +5,12 @@ from __future__ import annotations
 import numbers
 import warnings
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
-from threadpoolctl import threadpool_limits
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import (
     check_array,
@@ -18,6 +18,7 @@ from sklearn.utils.validation import (
     column_or_1d,
     validate_data,
 )
+from threadpoolctl import threadpool_limits
 
 from contrastive_sr.dpp import dpp_greedy_select
 from contrastive_sr.encoding import encode, fit_target_encoder, split_columns
@@ -56,7 +57,9 @@ def _evaluate_batch(
 ) -> list[tuple[float, np.ndarray]]:
     out = []
     for ind, seed in zip(batch, seeds, strict=True):
-        pred = fitness_predictions(evaluate_individual(ind, X), y, spec, np.random.default_rng(seed))
+        pred = fitness_predictions(
+            evaluate_individual(ind, X), y, spec, np.random.default_rng(seed)
+        )
         out.append((r2(y, pred), pred))
     return out
 
@@ -188,7 +191,7 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
         self.random_state = random_state
         self.verbose = verbose
 
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+    def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # non-numeric columns are target-encoded (categorical_encoding="target")
         tags.input_tags.categorical = True
@@ -237,7 +240,9 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
                 "the archive is drawn from the population"
             )
         k = self.n_neighbors
-        if k != "adaptive" and (isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1):
+        if k != "adaptive" and (
+            isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1
+        ):
             raise ValueError(f"n_neighbors must be 'adaptive' or an integer >= 1, got {k!r}")
 
     def _prepare_X(self, X: Any, y: np.ndarray | None) -> np.ndarray:
@@ -307,7 +312,9 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
         X = self._prepare_X(X, y)
         n = X.shape[0]
         if n < 3:
-            raise ValueError(f"ContrastiveSymbolicRegressor needs at least 3 samples, got n_samples={n}")
+            raise ValueError(
+                f"ContrastiveSymbolicRegressor needs at least 3 samples, got n_samples={n}"
+            )
         if np.ptp(y) == 0:
             raise ValueError(
                 f"y is constant (every value is {y[0]!r}): there is nothing to regress; "
@@ -351,7 +358,7 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
             bounds = np.linspace(0, len(pop), n_chunks + 1).astype(int)
             parts = Parallel(n_jobs=jobs)(
                 delayed(_evaluate_batch)(pop[a:b], X, y, spec, seeds[a:b])
-                for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+                for a, b in pairwise(bounds)
                 if b > a
             )
             results = [r for part in parts for r in part]
@@ -359,7 +366,7 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
         fitness = np.array([f for f, _ in results])
         return fitness, np.stack([p for _, p in results])
 
-    def _select(self, rng, fitness, preds, y, pop) -> list[int]:  # type: ignore[no-untyped-def]
+    def _select(self, rng, fitness, preds, y, pop) -> list[int]:
         n = len(pop)
         if self.selection == "tournament":
             return tournament(rng, fitness, n)
@@ -369,7 +376,7 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
         sizes = np.array([size(ind) for ind in pop])
         return double_lexicase(rng, errors, sizes, n, int(self.lexicase_rounds))
 
-    def _vary(self, rng: np.random.Generator, parents: list[Individual], n_inputs: int):  # type: ignore[no-untyped-def]
+    def _vary(self, rng: np.random.Generator, parents: list[Individual], n_inputs: int):
         prims = resolve_primitives(list(self.primitives))
         init = (int(self.init_depth[0]), int(self.init_depth[1]))
         out = list(parents)
@@ -383,7 +390,7 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
                 out[i] = mutate(rng, out[i], prims, n_inputs, init, int(self.max_height))
         return out
 
-    def _update_archive(self, archive, pop, fitness, preds, y):  # type: ignore[no-untyped-def]
+    def _update_archive(self, archive, pop, fitness, preds, y):
         q = int(self.ensemble_size)
         top = np.argsort(-fitness, kind="stable")[:q]
         cands = list(archive)
@@ -402,7 +409,7 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
         chosen = sorted(chosen, key=lambda i: -f[i])
         return [cands[i] for i in chosen]
 
-    def _evolve(self, X: np.ndarray, y: np.ndarray, spec: LearnerSpec, rng: np.random.Generator):  # type: ignore[no-untyped-def]
+    def _evolve(self, X: np.ndarray, y: np.ndarray, spec: LearnerSpec, rng: np.random.Generator):
         prims = resolve_primitives(list(self.primitives))
         lo, hi = int(self.init_depth[0]), int(self.init_depth[1])
         p = X.shape[1]
@@ -466,7 +473,9 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
         if self.normalize:
             names = [
                 f"(({nm} - {mu!r})/{sd!r})"
-                for nm, mu, sd in zip(names, self.x_mean_.tolist(), self.x_scale_.tolist(), strict=True)
+                for nm, mu, sd in zip(
+                    names, self.x_mean_.tolist(), self.x_scale_.tolist(), strict=True
+                )
             ]
         return [to_string(tree, names) for tree in m.individual]
 

@@ -72,7 +72,7 @@ def fitness_predictions(
     itself included among its K neighbours.
     """
     Phi = fit_scaling(Phi_raw)(Phi_raw)
-    ridge, r = _global(Phi, y, spec)
+    _, r = _global(Phi, y, spec)
     pred = y - r  # the ridge part (zero without ridge)
     if spec.knn != "none":
         Z = Phi @ _metric(Phi, r, spec, rng)

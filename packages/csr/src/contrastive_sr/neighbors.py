@@ -157,7 +157,7 @@ class LOOKNeighborsRegressor(RegressorMixin, BaseEstimator):
         self.fallback_constant = fallback_constant
         self.backend = backend
 
-    def _validate_params(self) -> None:  # type: ignore[override]
+    def _validate_params(self) -> None:
         if self.weights not in WEIGHTS:
             raise ValueError(f"weights must be one of {WEIGHTS}, got {self.weights!r}")
         if self.backend not in ("numpy", "torch"):

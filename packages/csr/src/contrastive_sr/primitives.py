@@ -71,5 +71,7 @@ def resolve_primitives(names: tuple[str, ...] | list[str]) -> list[Primitive]:
         raise ValueError("primitives must name at least one primitive, got an empty list")
     unknown = [n for n in names if n not in PRIMITIVES]
     if unknown:
-        raise ValueError(f"unknown primitive(s) {unknown}; expected names from {sorted(PRIMITIVES)}")
+        raise ValueError(
+            f"unknown primitive(s) {unknown}; expected names from {sorted(PRIMITIVES)}"
+        )
     return [PRIMITIVES[n] for n in names]

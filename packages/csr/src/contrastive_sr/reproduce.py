@@ -196,7 +196,7 @@ def _ladder_claims(report: Report, results: list[dict[str, Any]], n_runs: int) -
             "mean test R²",
             ours,
             base,
-            direction=direction,  # type: ignore[arg-type]
+            direction=direction,
             baseline_name=b,
             held=held,
             samples=n,
@@ -230,10 +230,13 @@ def run(args: ReproduceArgs) -> Report:
          "budget": budget, "gplearn": gplearn_budget},
     )  # fmt: skip
 
-    results, per_set = [], {}
+    results: list[dict[str, Any]] = []
+    per_set: dict[str, list[dict[str, Any]]] = {}
     jobs = [(d, args.seed + s) for d in datasets for s in range(seeds)]
     for d, s in progress(jobs, desc="data sets × seeds"):
-        r = report.cached(f"run-{d}-{s}", lambda d=d, s=s: _one_run(d, s, budget, gplearn_budget, trees))
+        r = report.cached(
+            f"run-{d}-{s}", lambda d=d, s=s: _one_run(d, s, budget, gplearn_budget, trees)
+        )
         results.append(r)
         per_set.setdefault(d, []).append(r)
     labels = list(results[0])

@@ -10,13 +10,12 @@ mutation and a static height limit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
 
 import numpy as np
 
 from contrastive_sr.primitives import PRIMITIVES, Primitive
 
-Node = tuple[str, Union[str, int, float]]
+Node = tuple[str, str | int | float]
 Tree = tuple[Node, ...]
 Individual = tuple[Tree, ...]
 
@@ -146,7 +145,7 @@ def crossover(
         na = ta
     if height(nb) > max_height:
         nb = tb
-    return a[:i] + (na,) + a[i + 1 :], b[:j] + (nb,) + b[j + 1 :]
+    return (*a[:i], na, *a[i + 1 :]), (*b[:j], nb, *b[j + 1 :])
 
 
 def mutate(
@@ -164,4 +163,4 @@ def mutate(
     new = t[:p] + random_tree(rng, primitives, n_inputs, *init_height) + t[subtree_end(t, p) :]
     if height(new) > max_height:
         new = t
-    return a[:i] + (new,) + a[i + 1 :]
+    return (*a[:i], new, *a[i + 1 :])
