@@ -54,8 +54,10 @@ PRIMITIVES: dict[str, Primitive] = {
         Primitive("abslog", 1, lambda a: np.log1p(np.abs(a)), "log(1 + Abs({0}))"),
         Primitive("abs", 1, np.abs, "Abs({0})"),
         Primitive("square", 1, _square, "({0})**2"),
-        Primitive("sinpi", 1, lambda a: np.sin(np.pi * a), "sin(pi*{0})"),
-        Primitive("cospi", 1, lambda a: np.cos(np.pi * a), "cos(pi*{0})"),
+        # clipped first: π·a overflows for |a| near float64's max (unreachable inside a tree,
+        # whose values stay within ±BOUND, but the primitive is total)
+        Primitive("sinpi", 1, lambda a: np.sin(np.pi * _clip(a)), "sin(pi*{0})"),
+        Primitive("cospi", 1, lambda a: np.cos(np.pi * _clip(a)), "cos(pi*{0})"),
         Primitive("max", 2, np.maximum, "Max({0}, {1})"),
         Primitive("min", 2, np.minimum, "Min({0}, {1})"),
         Primitive("neg", 1, np.negative, "(-{0})"),
