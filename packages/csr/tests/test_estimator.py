@@ -81,6 +81,7 @@ def test_expressions_reproduce_constructed_features(fitted, friedman):
             np.testing.assert_allclose(value, feats[:, j], rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.slow  # sympy's import and evaluation take longer than the rest of the suite
 def test_expressions_parse_in_sympy(fitted, friedman):
     sympy = pytest.importorskip("sympy")
     _, _, Xt, _ = friedman
