@@ -1,5 +1,11 @@
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+
+# Test files import the shared tiny runs by module name (pytest runs in importlib mode).
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(autouse=True)
