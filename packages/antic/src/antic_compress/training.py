@@ -2,8 +2,9 @@
 
 As the official code: a random permutation per epoch, the incomplete last batch dropped, MSE loss,
 the cosine schedule decaying from ``lr`` to ``end_lr`` over ``epochs * (N // batch)`` steps. With
-``distributed=True`` inside an initialised ``torch.distributed`` group, the model is wrapped in DDP
-and every rank takes its slice of every global batch: the averaged gradient is the one-process one.
+``distributed=True`` inside an initialised ``torch.distributed`` group, training is data-parallel as
+DDP does it: every rank takes its slice of every global batch and the gradients are all-reduced
+(averaged) before each step, so the update is the one-process update.
 """
 
 from __future__ import annotations
@@ -104,14 +105,8 @@ def fit(
     rank, world = _world() if distributed else (0, 1)
     if batch % world:
         raise ValueError(f"batch_size={batch} must be divisible by the world size {world}")
-    params = set_trainable(model, which)
-    net: nn.Module = model
-    if world > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        net = DistributedDataParallel(model)
-    # fused: one kernel for all parameters; the per-tensor loop costs more than the tiny layers.
-    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay, eps=1e-8, fused=True)
+    flat = flatten_parameters(set_trainable(model, which))
+    opt = AdamW(flat, weight_decay=config.weight_decay)
     steps = n // batch
     total = config.epochs * steps
     step = 0
@@ -121,18 +116,72 @@ def fit(
         running = torch.zeros((), dtype=torch.float64)
         for b in range(steps):
             idx = perm[b * batch : (b + 1) * batch][rank::world]
-            for group in opt.param_groups:
-                group["lr"] = cosine_lr(step, total, config.lr, config.end_lr)
-            loss = torch.mean((net(coords[idx]) - target[idx]) ** 2)
-            opt.zero_grad(set_to_none=True)
+            loss = torch.mean((model(coords[idx]) - target[idx]) ** 2)
+            assert flat.grad is not None
+            flat.grad.zero_()
             loss.backward()
-            opt.step()
+            if world > 1:  # what DDP does, in one bucket: the mean of the ranks' gradients
+                _all_reduce_mean(flat.grad, world)
+            opt.step(cosine_lr(step, total, config.lr, config.end_lr))
             running += loss.detach().to(torch.float64)
             step += 1
         last = float(_mean_over_ranks(running / steps, world))
     for p in model.parameters():
         p.requires_grad_(True)
+        p.grad = None
     return last
+
+
+class AdamW:
+    """AdamW on one flat tensor: ``torch.optim.AdamW``'s update (decoupled decay, bias correction).
+
+    Hand-written because the first ``torch.optim`` step imports ``torch._dynamo`` (tens of seconds
+    on a loaded CPU box), a cost every fresh process would pay before its first snapshot.
+    """
+
+    def __init__(self, param: nn.Parameter, weight_decay: float = 1e-4, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.param, self.weight_decay, self.betas, self.eps = param, weight_decay, betas, eps
+        self.m = torch.zeros_like(param)
+        self.v = torch.zeros_like(param)
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self, lr: float) -> None:
+        assert self.param.grad is not None
+        b1, b2 = self.betas
+        self.t += 1
+        g, p = self.param.grad, self.param
+        p.mul_(1 - lr * self.weight_decay)
+        self.m.lerp_(g, 1 - b1)
+        self.v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        denom = (self.v / (1 - b2**self.t)).sqrt_().add_(self.eps)
+        p.addcdiv_(self.m, denom, value=-lr / (1 - b1**self.t))
+
+
+def flatten_parameters(params: list[nn.Parameter]) -> nn.Parameter:
+    """Make ``params`` views of one flat Parameter (and their grads views of its grad).
+
+    AdamW is elementwise, so one step on the flat tensor is the per-parameter step; it costs a
+    handful of kernel launches instead of a dozen per layer (the tiny fields are launch-bound).
+    """
+    flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
+    grad = torch.zeros_like(flat)
+    offset = 0
+    for p in params:
+        size = p.numel()
+        p.data = flat.data[offset : offset + size].view_as(p)
+        p.grad = grad[offset : offset + size].view_as(p)
+        offset += size
+    flat.grad = grad
+    return flat
+
+
+def _all_reduce_mean(value: Tensor, world: int) -> None:
+    import torch.distributed as dist
+
+    dist.all_reduce(value)
+    value.div_(world)
 
 
 def _mean_over_ranks(value: Tensor, world: int) -> Tensor:
@@ -141,8 +190,8 @@ def _mean_over_ranks(value: Tensor, world: int) -> Tensor:
     import torch.distributed as dist
 
     value = value.clone()
-    dist.all_reduce(value)
-    return value / world
+    _all_reduce_mean(value, world)
+    return value
 
 
 @torch.no_grad()
