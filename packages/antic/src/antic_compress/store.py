@@ -1,15 +1,18 @@
 """SnapshotStore: one safetensors file per compressed snapshot, keyframes and LoRA deltas.
 
 ``snap_000000.safetensors`` ... hold the stored parameters (all of them for a keyframe, the LoRA
-factors for a delta) and the normaliser statistics (``norm.*``); the safetensors header's metadata
-names the snapshot's kind, its keyframe, its time and frame index. ``store.json`` holds the model
-class and configuration and the index of snapshots. ``decompress(k, coords)`` reads at most two
-files (the keyframe and ``k``), whatever ``k`` is.
+factors for a delta) packed into one flat tensor per dtype (``params``, and ``params_fp16`` after
+a down-cast) and the normaliser statistics (``norm``); the safetensors header's metadata names the
+snapshot's kind, its keyframe, its time and frame index. Packing keeps the header to a couple of
+hundred bytes, which matters when a delta is a few kilobytes. ``store.json`` holds the model class
+and configuration, the packing layouts and the index of snapshots. ``decompress(k, coords)`` reads
+at most two files (the keyframe and ``k``), whatever ``k`` is.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from dataclasses import asdict, dataclass
@@ -24,7 +27,34 @@ from antic_compress.normalizers import NORMALIZERS
 from antic_compress.training import predict
 
 Tensor = torch.Tensor
-NORM_PREFIX = "norm."
+GROUPS = {torch.float32: "params", torch.float16: "params_fp16", torch.float64: "params_fp64"}
+
+
+def layout_of(params: dict[str, Tensor]) -> list[list[Any]]:
+    """``[[name, shape, group], ...]``: how ``pack`` lays ``params`` out."""
+    for name, v in params.items():
+        if v.dtype not in GROUPS:
+            raise TypeError(f"cannot store {name} of dtype {v.dtype}; expected one of {list(GROUPS)}")
+    return [[name, list(v.shape), GROUPS[v.dtype]] for name, v in params.items()]
+
+
+def pack(params: dict[str, Tensor]) -> dict[str, Tensor]:
+    """One flat tensor per dtype group, in insertion order."""
+    groups: dict[str, list[Tensor]] = {}
+    for v in params.values():
+        groups.setdefault(GROUPS[v.dtype], []).append(v.detach().reshape(-1))
+    return {g: torch.cat(vs).contiguous() for g, vs in groups.items()}
+
+
+def unpack(tensors: dict[str, Tensor], layout: list[list[Any]]) -> dict[str, Tensor]:
+    """The inverse of :func:`pack`."""
+    offsets = dict.fromkeys(tensors, 0)
+    out = {}
+    for name, shape, group in layout:
+        size = math.prod(shape)
+        out[name] = tensors[group][offsets[group] : offsets[group] + size].reshape(shape)
+        offsets[group] += size
+    return out
 
 
 @dataclass
@@ -70,9 +100,10 @@ class SnapshotStore:
         """Record the model and data layout (once, before the first snapshot)."""
         info = {"model": type(model).__name__, "config": model.config, "normalizer": normalizer,
                 "field_shape": list(field_shape), "dtype": dtype}
-        if self.records and self.info != info:
-            raise ValueError(f"store {self.path} holds snapshots of another layout: {self.info} != {info}")
-        self.info = info
+        held = {k: v for k, v in self.info.items() if k != "layouts"}
+        if self.records and held != info:
+            raise ValueError(f"store {self.path} holds snapshots of another layout: {held} != {info}")
+        self.info = {**info, "layouts": self.info.get("layouts", {})}
         self._write_index()
 
     def snapshot_path(self, k: int) -> Path:
@@ -82,8 +113,14 @@ class SnapshotStore:
         """Write snapshot ``record.index``; fills in ``param_bytes`` and ``file_bytes``."""
         if record.index != len(self.records):
             raise ValueError(f"snapshot {record.index} written out of order (the store holds {len(self.records)})")
-        tensors = {k: v.detach().contiguous().clone() for k, v in params.items()}
-        tensors.update({NORM_PREFIX + k: v.detach().to(torch.float32).contiguous() for k, v in norm_stats.items()})
+        layouts = self.info.setdefault("layouts", {})
+        name = record.kind + ("_fp16" if record.fp16 else "")
+        layout = layout_of(params)
+        if layouts.setdefault(name, layout) != layout:
+            raise ValueError(f"snapshot {record.index} ({name}) does not match the store's layout")
+        layouts.setdefault("norm", [[k, list(v.shape)] for k, v in norm_stats.items()])
+        tensors = pack(params)
+        tensors["norm"] = torch.cat([v.detach().reshape(-1).to(torch.float32) for v in norm_stats.values()])
         meta = {"kind": record.kind, "keyframe": str(record.keyframe), "t": repr(record.t), "frame": str(record.frame)}
         path = self.snapshot_path(record.index)
         tmp = path.with_suffix(".tmp")
@@ -127,20 +164,24 @@ class SnapshotStore:
             raise IndexError(f"snapshot {k} out of range: the store holds {len(self.records)}")
         record = self.records[k]
         model = build_model(self.info["model"], self.info["config"])
-        key = load_file(str(self.snapshot_path(record.keyframe)))
-        base = {n: v for n, v in key.items() if not n.startswith(NORM_PREFIX)}
         dtype = next(model.parameters()).dtype
-        model.load_state_dict({n: v.to(dtype) for n, v in base.items()})
+        key_record = self.records[record.keyframe]
+        key = load_file(str(self.snapshot_path(record.keyframe)))
+        model.load_state_dict({n: v.to(dtype) for n, v in self._unpack(key, key_record).items()})
         own = key if record.kind == "key" else load_file(str(self.snapshot_path(k)))
         if record.kind == "delta":
-            factors = {n: v.to(dtype) for n, v in own.items() if not n.startswith(NORM_PREFIX)}
+            factors = {n: v.to(dtype) for n, v in self._unpack(own, record).items()}
             if merge:
                 apply_lora_state(model, factors)
             else:  # the adapter form: bit-identical to the model that was trained
                 add_lora(model, rank=int(factors["hidden_layers.0.lora_a"].shape[1]))
                 model.load_state_dict({**model.state_dict(), **factors})
-        stats = {n[len(NORM_PREFIX) :]: v.to(torch.float64) for n, v in own.items() if n.startswith(NORM_PREFIX)}
+        norm_layout = [[n, shape, "norm"] for n, shape in self.info["layouts"]["norm"]]
+        stats = {n: v.to(torch.float64) for n, v in unpack(own, norm_layout).items()}
         return model.eval(), stats
+
+    def _unpack(self, tensors: dict[str, Tensor], record: SnapshotRecord) -> dict[str, Tensor]:
+        return unpack(tensors, self.info["layouts"][record.kind + ("_fp16" if record.fp16 else "")])
 
     def decompress(self, k: int, coords: Tensor) -> Tensor:
         """Snapshot ``k`` at ``coords`` ``(N, D)``, de-normalised: ``(N, F)``."""
