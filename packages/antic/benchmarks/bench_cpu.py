@@ -17,9 +17,17 @@ import json
 import platform
 import tempfile
 import time
+from pathlib import Path
 
 import torch
-from antic_compress import ANTIC, MLPPlus, NeuralFieldCompressor, UniformSelector, grid_coords, rel_l2
+from antic_compress import (
+    ANTIC,
+    MLPPlus,
+    NeuralFieldCompressor,
+    UniformSelector,
+    grid_coords,
+    rel_l2,
+)
 from antic_compress.baselines import match_rel_l2, sz3_compress, zfp_compress
 from antic_compress.data import Vorticity2D
 from antic_compress.training import FitConfig, fit
@@ -58,9 +66,19 @@ def thread_ratio(repeats: int) -> dict:
 
         return go
 
-    cmp = compare(with_threads(2), with_threads(1), name="2 threads", baseline_name="1 thread", repeats=repeats)
+    cmp = compare(
+        with_threads(2),
+        with_threads(1),
+        name="2 threads",
+        baseline_name="1 thread",
+        repeats=repeats,
+    )
     points = coords.shape[0]
-    return {**cmp.as_row(), "points_per_s_1": points / cmp.baseline_s, "points_per_s_2": points / cmp.candidate_s}
+    return {
+        **cmp.as_row(),
+        "points_per_s_1": points / cmp.baseline_s,
+        "points_per_s_2": points / cmp.candidate_s,
+    }
 
 
 def antic_vs_classical(repeats: int, epochs: int) -> dict:
@@ -69,9 +87,19 @@ def antic_vs_classical(repeats: int, epochs: int) -> dict:
     coords = grid_coords(n)
     frames = [(0.1 * (i + 1), w * (1 + 0.01 * i)) for i in range(repeats + 2)]
     with tempfile.TemporaryDirectory() as tmp:
-        run = ANTIC(UniformSelector(1.0), NeuralFieldCompressor(MLPPlus(hidden=32, layers=3, fourier_dim=64)), coords,
-                    tmp, initial_epochs=epochs, subsequent_epochs=epochs, batch_size=4096, lr=5e-3, adapter="lora",
-                    lora_rank=4, reset_every_n=0)
+        run = ANTIC(
+            UniformSelector(1.0),
+            NeuralFieldCompressor(MLPPlus(hidden=32, layers=3, fourier_dim=64)),
+            coords,
+            tmp,
+            initial_epochs=epochs,
+            subsequent_epochs=epochs,
+            batch_size=4096,
+            lr=5e-3,
+            adapter="lora",
+            lora_rank=4,
+            reset_every_n=0,
+        )
         run.step(*reversed(frames[0]))  # the keyframe
         stream = iter(frames[1:])
 
@@ -85,10 +113,22 @@ def antic_vs_classical(repeats: int, epochs: int) -> dict:
         span = float(abs(x).max())
         sz_bound, sz = match_rel_l2(sz3_compress, x, target, span * 1e-7, span)
         zfp_bound, zf = match_rel_l2(zfp_compress, x, target, span * 1e-7, span)
-        cmp_sz = compare(antic_delta, lambda: sz3_compress(x, sz_bound), name="ANTIC delta snapshot",
-                         baseline_name="SZ3", repeats=repeats // 2, warmup=0)
-        cmp_zfp = compare(antic_delta, lambda: zfp_compress(x, zfp_bound), name="ANTIC delta snapshot",
-                          baseline_name="ZFP", repeats=repeats - repeats // 2, warmup=0)
+        cmp_sz = compare(
+            antic_delta,
+            lambda: sz3_compress(x, sz_bound),
+            name="ANTIC delta snapshot",
+            baseline_name="SZ3",
+            repeats=repeats // 2,
+            warmup=0,
+        )
+        cmp_zfp = compare(
+            antic_delta,
+            lambda: zfp_compress(x, zfp_bound),
+            name="ANTIC delta snapshot",
+            baseline_name="ZFP",
+            repeats=repeats - repeats // 2,
+            warmup=0,
+        )
         delta_cr = n * n / record.n_params
         key_cr = n * n / run.store.records[0].n_params
         return {
@@ -118,7 +158,9 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "torch": torch.__version__,
-        "load_average": open("/proc/loadavg").read().split()[:3] if platform.system() == "Linux" else None,
+        "load_average": Path("/proc/loadavg").read_text().split()[:3]
+        if platform.system() == "Linux"
+        else None,
         "solver_steps_per_s": {str(n): solver_rate(n, steps) for n in (128, 256)},
         "threads": thread_ratio(args.repeats),
         "antic_vs_classical": antic_vs_classical(args.repeats, 2 if args.quick else 10),

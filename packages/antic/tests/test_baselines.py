@@ -7,7 +7,13 @@ pytest.importorskip("pysz")
 pytest.importorskip("zfpy")
 pytest.importorskip("blosc2")
 
-from antic_compress.baselines import blosc2_compress, match_rel_l2, rel_l2_np, sz3_compress, zfp_compress  # noqa: E402
+from antic_compress.baselines import (
+    blosc2_compress,
+    match_rel_l2,
+    rel_l2_np,
+    sz3_compress,
+    zfp_compress,
+)
 
 
 def smooth_field(n=64, seed=0):

@@ -22,7 +22,9 @@ def worker(rank, store_file, out):
         dist.destroy_process_group()
 
 
-@pytest.mark.skipif(not dist.is_available() or sys.platform == "win32", reason="needs torch.distributed")
+@pytest.mark.skipif(
+    not dist.is_available() or sys.platform == "win32", reason="needs torch.distributed"
+)
 def test_two_gloo_processes_match_one(tmp_path):
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=worker, args=(r, tmp_path / "pg", tmp_path)) for r in range(WORLD)]

@@ -24,7 +24,10 @@ def test_fresh_lora_is_bit_identical(cls):
     model = cls(hidden=16, layers=3)
     before = model(X)
     add_lora(model, rank=4, seed=3)
-    assert all(isinstance(layer, LoRALinear) and isinstance(layer, torch.nn.Linear) for layer in model.hidden_layers)
+    assert all(
+        isinstance(layer, LoRALinear) and isinstance(layer, torch.nn.Linear)
+        for layer in model.hidden_layers
+    )
     assert torch.equal(model(X), before)
 
 
@@ -40,7 +43,9 @@ def trained_lora(seed=0):
 def test_merge_then_remove_matches_adapters():
     model = trained_lora()
     with_adapters = model(X)
-    assert not torch.equal(with_adapters, remove_lora(trained_lora(), merge=False)(X))  # the delta matters
+    assert not torch.equal(
+        with_adapters, remove_lora(trained_lora(), merge=False)(X)
+    )  # the delta matters
     remove_lora(model, merge=True)
     assert not any(isinstance(layer, LoRALinear) for layer in model.hidden_layers)
     assert (model(X) - with_adapters).abs().max() <= 1e-6
@@ -78,7 +83,9 @@ def test_minmax_window_matches_numpy_and_inverts():
         norm.update(torch.from_numpy(b))
     window = np.concatenate(batches[-3:])
     stats = norm.stats()
-    assert np.allclose(stats["min"].numpy(), window.min(0)) and np.allclose(stats["max"].numpy(), window.max(0))
+    assert np.allclose(stats["min"].numpy(), window.min(0)) and np.allclose(
+        stats["max"].numpy(), window.max(0)
+    )
     x = torch.from_numpy(batches[-1])
     y = norm.normalize(x)
     assert float(y.min()) >= 0 and float(y.max()) <= 1
@@ -91,7 +98,11 @@ def test_minmax_window_matches_numpy_and_inverts():
 
 def test_minmax_cumulative_keeps_running_extremes():
     norm = MinMaxNormalizer(window=None)
-    for v in [torch.tensor([[1.0], [2.0]]), torch.tensor([[0.5], [1.5]]), torch.tensor([[1.2], [1.3]])]:
+    for v in [
+        torch.tensor([[1.0], [2.0]]),
+        torch.tensor([[0.5], [1.5]]),
+        torch.tensor([[1.2], [1.3]]),
+    ]:
         norm.update(v)
     assert norm.stats()["min"].item() == 0.5 and norm.stats()["max"].item() == 2.0
     assert len(norm.mins) == 1
@@ -122,7 +133,9 @@ def test_normaliser_state_round_trip():
     assert torch.equal(a.stats()["mean"], b.stats()["mean"])
 
 
-@pytest.mark.parametrize("make", [lambda: MinMaxNormalizer(window=0), lambda: WelfordNormalizer(window=0)])
+@pytest.mark.parametrize(
+    "make", [lambda: MinMaxNormalizer(window=0), lambda: WelfordNormalizer(window=0)]
+)
 def test_bad_normaliser_window(make):
     with pytest.raises(ValueError, match="window"):
         make()

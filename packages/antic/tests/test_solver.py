@@ -4,7 +4,14 @@ import math
 
 import pytest
 import torch
-from antic_compress.data import KdV1D, Vorticity2D, grid_coords, kdv_soliton, kolmogorov_flow, soliton
+from antic_compress.data import (
+    KdV1D,
+    Vorticity2D,
+    grid_coords,
+    kdv_soliton,
+    kolmogorov_flow,
+    soliton,
+)
 
 
 def test_inviscid_unforced_conserves_energy_and_enstrophy():

@@ -18,7 +18,18 @@ def test_keyframes_and_deltas_follow_reset_every_n(tmp_path):
     records = run.run(frames(10))
     kinds = [r.kind for r in records]
     # selected_num 4 and 8 are keyframes (selected_num counts the first frame as 1)
-    assert kinds == ["key", "delta", "delta", "key", "delta", "delta", "delta", "key", "delta", "delta"]
+    assert kinds == [
+        "key",
+        "delta",
+        "delta",
+        "key",
+        "delta",
+        "delta",
+        "delta",
+        "key",
+        "delta",
+        "delta",
+    ]
     assert [r.keyframe for r in records] == [0, 0, 0, 3, 3, 3, 3, 7, 7, 7]
     assert all(isinstance(layer, LoRALinear) for layer in run.compressor.model.hidden_layers)
     delta = records[1]
@@ -33,8 +44,10 @@ def test_decompress_after_reload_equals_in_memory_output(tmp_path):
     store = SnapshotStore(tmp_path)
     assert store.records[-1].kind == "delta"
     assert torch.equal(store.decompress(len(store) - 1, run.coords), expected)
-    merged, stats = store.load_model(len(store) - 1, merge=True)
-    assert (predict(merged, run.coords) - predict(run.compressor.model, run.coords)).abs().max() <= 1e-6
+    merged, _stats = store.load_model(len(store) - 1, merge=True)
+    assert (
+        predict(merged, run.coords) - predict(run.compressor.model, run.coords)
+    ).abs().max() <= 1e-6
 
 
 def test_bytes_on_disk_are_parameter_bytes_plus_metadata(tmp_path):
@@ -43,12 +56,16 @@ def test_bytes_on_disk_are_parameter_bytes_plus_metadata(tmp_path):
     for r in records:
         path = run.store.snapshot_path(r.index)
         norm_bytes = 2 * 4  # min and max, one feature, float32
-        assert path.stat().st_size == r.param_bytes + norm_bytes + header_bytes(path) == r.file_bytes
+        assert (
+            path.stat().st_size == r.param_bytes + norm_bytes + header_bytes(path) == r.file_bytes
+        )
         assert r.param_bytes == 4 * r.n_params
     stats = run.stats()
     values = N * N
     assert stats["total_cr"] == pytest.approx(5 * values / sum(r.n_params for r in records))
-    assert stats["total_cr_bytes"] == pytest.approx(5 * values * 4 / sum(r.file_bytes for r in records))
+    assert stats["total_cr_bytes"] == pytest.approx(
+        5 * values * 4 / sum(r.file_bytes for r in records)
+    )
     assert stats["total_cr"] == pytest.approx(stats["temporal_cr"] * stats["spatial_cr"])
     with open(run.store.snapshot_path(0), "rb") as f:
         assert struct.unpack("<Q", f.read(8))[0] + 8 == header_bytes(run.store.snapshot_path(0))
@@ -79,10 +96,21 @@ def test_resume_continues_identically(tmp_path):
     with pytest.raises(RuntimeError, match="resume"):
         first.step(series[6][1], series[6][0])
     with pytest.raises(ValueError, match="stop_at"):
-        ANTIC.resume(EnstrophySelector(window_size=3), compressor(), grid_coords(N), tmp_path / "split",
-                     stop_at=series[2][0], **settings())
-    second, _ = ANTIC.resume(EnstrophySelector(window_size=3), compressor(), grid_coords(N), tmp_path / "split",
-                             **settings())
+        ANTIC.resume(
+            EnstrophySelector(window_size=3),
+            compressor(),
+            grid_coords(N),
+            tmp_path / "split",
+            stop_at=series[2][0],
+            **settings(),
+        )
+    second, _ = ANTIC.resume(
+        EnstrophySelector(window_size=3),
+        compressor(),
+        grid_coords(N),
+        tmp_path / "split",
+        **settings(),
+    )
     second.run(series[6:])
     a, b = SnapshotStore(tmp_path / "whole"), SnapshotStore(tmp_path / "split")
     assert a.frames() == b.frames() and len(a) > 3
@@ -91,8 +119,15 @@ def test_resume_continues_identically(tmp_path):
 
 
 def settings():
-    return dict(initial_epochs=4, subsequent_epochs=2, batch_size=64, lr=1e-2, adapter="lora", lora_rank=2,
-                reset_every_n=4)
+    return dict(
+        initial_epochs=4,
+        subsequent_epochs=2,
+        batch_size=64,
+        lr=1e-2,
+        adapter="lora",
+        lora_rank=2,
+        reset_every_n=4,
+    )
 
 
 def test_nan_loss_rebuilds_and_stores_a_keyframe(tmp_path, monkeypatch):
@@ -161,7 +196,9 @@ def test_wrong_coords_and_targets(tmp_path):
         c.fit(torch.zeros(10, 2), torch.zeros(9, 1), FitConfig())
 
 
-@pytest.mark.parametrize("kwargs", [dict(lora_rank=0), dict(lora_rank=9), dict(reset_every_n=-1), dict(adapter="x")])
+@pytest.mark.parametrize(
+    "kwargs", [dict(lora_rank=0), dict(lora_rank=9), dict(reset_every_n=-1), dict(adapter="x")]
+)
 def test_bad_settings(tmp_path, kwargs):
     with pytest.raises(ValueError):
         antic(tmp_path, **kwargs)

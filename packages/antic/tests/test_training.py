@@ -37,7 +37,10 @@ def test_adamw_matches_torch_optim():
     p0 = rng.normal(size=(4, 3))
     a = torch.nn.Parameter(torch.tensor(p0))
     b = torch.nn.Parameter(torch.tensor(p0))
-    ours, ref = AdamW(a, weight_decay=1e-4), torch.optim.AdamW([b], lr=1e-3, weight_decay=1e-4, eps=1e-8)
+    ours, ref = (
+        AdamW(a, weight_decay=1e-4),
+        torch.optim.AdamW([b], lr=1e-3, weight_decay=1e-4, eps=1e-8),
+    )
     for _ in range(4):
         g = torch.tensor(rng.normal(size=(4, 3)))
         a.grad, b.grad = g.clone(), g.clone()
@@ -64,7 +67,8 @@ def test_flat_parameters_are_views():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [dict(epochs=0), dict(lr=0.0), dict(end_lr=1.0), dict(weight_decay=-1.0), dict(batch_size=0)]
+    "kwargs",
+    [dict(epochs=0), dict(lr=0.0), dict(end_lr=1.0), dict(weight_decay=-1.0), dict(batch_size=0)],
 )
 def test_bad_fit_config(kwargs):
     with pytest.raises(ValueError):

@@ -74,7 +74,12 @@ def blosc2_compress(x: object, trunc_bits: int | None = None, clevel: int = 5) -
     if trunc_bits is not None:
         filters, meta = [blosc2.Filter.TRUNC_PREC, blosc2.Filter.SHUFFLE], [int(trunc_bits), 0]
     payload = blosc2.compress2(
-        arr.tobytes(), codec=blosc2.Codec.ZSTD, clevel=clevel, typesize=arr.itemsize, filters=filters, filters_meta=meta
+        arr.tobytes(),
+        codec=blosc2.Codec.ZSTD,
+        clevel=clevel,
+        typesize=arr.itemsize,
+        filters=filters,
+        filters_meta=meta,
     )
     recon = np.frombuffer(blosc2.decompress2(payload), dtype=arr.dtype).reshape(arr.shape)
     return Compressed(bytes(payload), arr.nbytes / len(payload), recon)
@@ -86,7 +91,11 @@ def rel_l2_np(x: np.ndarray, ref: np.ndarray) -> float:
 
 
 def match_rel_l2(
-    compress: Callable[[np.ndarray, float], Compressed], x: np.ndarray, target: float, lo: float, hi: float,
+    compress: Callable[[np.ndarray, float], Compressed],
+    x: np.ndarray,
+    target: float,
+    lo: float,
+    hi: float,
     iters: int = 30,
 ) -> tuple[float, Compressed]:
     """The largest error bound in ``[lo, hi]`` whose rel-L2 stays <= ``target`` (bisection in log space).

@@ -18,16 +18,22 @@ class NeuralFieldCompressor:
     them with ``norm_window=None``) or ``"welford"`` (z-score over the window).
     """
 
-    def __init__(self, model: NeuralField, normalization: str = "minmax", norm_window: int | None = 100) -> None:
+    def __init__(
+        self, model: NeuralField, normalization: str = "minmax", norm_window: int | None = 100
+    ) -> None:
         if normalization not in NORMALIZERS:
-            raise ValueError(f"normalization must be one of {sorted(NORMALIZERS)}, got {normalization!r}")
+            raise ValueError(
+                f"normalization must be one of {sorted(NORMALIZERS)}, got {normalization!r}"
+            )
         if normalization == "welford" and norm_window is None:
             raise ValueError("the welford normaliser needs a finite norm_window")
         self.model = model
         self.normalization = normalization
         self.norm_window = norm_window
         self.normalizer: MinMaxNormalizer | WelfordNormalizer = (
-            MinMaxNormalizer(norm_window) if normalization == "minmax" else WelfordNormalizer(int(norm_window or 1))
+            MinMaxNormalizer(norm_window)
+            if normalization == "minmax"
+            else WelfordNormalizer(int(norm_window or 1))
         )
 
     @property
@@ -39,8 +45,9 @@ class NeuralFieldCompressor:
         return int(self.model.config["out_dim"])
 
     def fresh_model(self) -> NeuralField:
-        """The model as first initialised (same class, configuration and seed)."""
-        return build_model(type(self.model).__name__, self.model.config)
+        """The model as first initialised (same class, configuration and seed), on the model's device."""
+        device = next(self.model.parameters()).device
+        return build_model(type(self.model).__name__, self.model.config).to(device)
 
     def fit(
         self,

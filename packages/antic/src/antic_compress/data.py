@@ -92,7 +92,9 @@ class Vorticity2D:
             f = -k_forcing * torch.cos(k_forcing * x)[None, :].expand(n, n)
             self.f_hat = torch.fft.fft2(f)
         else:
-            self.f_hat = torch.zeros(n, n, dtype=torch.complex128 if dtype == torch.float64 else torch.complex64)
+            self.f_hat = torch.zeros(
+                n, n, dtype=torch.complex128 if dtype == torch.float64 else torch.complex64
+            )
 
     # -- maths --------------------------------------------------------------------------------
     def velocity_hat(self, w_hat: Tensor) -> tuple[Tensor, Tensor]:
@@ -119,7 +121,9 @@ class Vorticity2D:
         return e_full * w_hat + dt / 6 * (e_full * k1 + 2 * e_half * (k2 + k3) + k4)
 
     # -- state --------------------------------------------------------------------------------
-    def initial_state(self, seed: int = 42, peak_wavenumber: float = 4.0, max_velocity: float = 5.0) -> VorticityState:
+    def initial_state(
+        self, seed: int = 42, peak_wavenumber: float = 4.0, max_velocity: float = 5.0
+    ) -> VorticityState:
         """A random band-limited vorticity peaked at ``peak_wavenumber``, scaled to ``max_velocity``.
 
         The analogue of jax-cfd's ``filtered_velocity_field`` (seeded, deterministic).
@@ -190,7 +194,7 @@ def kolmogorov_flow(
     state = solver.initial_state(seed=seed)
     if spinup > 0:
         state = solver.advance(state, spinup)
-    frames = int(round(T / save_every))
+    frames = round(T / save_every)
     for i in range(frames + 1):
         if i:
             state = solver.advance(state, save_every)
@@ -200,7 +204,13 @@ def kolmogorov_flow(
 class KdV1D:
     """``u_t + alpha u u_x + u_xxx = 0`` on ``[0, L)``, pseudo-spectral with integrating-factor RK4."""
 
-    def __init__(self, n: int = 256, length: float = 2 * math.pi * 8, alpha: float = 6.0, dt: float | None = None) -> None:
+    def __init__(
+        self,
+        n: int = 256,
+        length: float = 2 * math.pi * 8,
+        alpha: float = 6.0,
+        dt: float | None = None,
+    ) -> None:
         if n < 8 or length <= 0:
             raise ValueError(f"KdV needs n >= 8 and length > 0, got n={n}, length={length}")
         self.n, self.length, self.alpha = n, length, alpha
@@ -251,9 +261,12 @@ def kdv_soliton(
         raise ValueError(f"speeds and positions must match, got {len(speeds)} and {len(positions)}")
     solver = KdV1D(n=n, length=length)
     x = solver.x()
-    u = sum((soliton(x, c, x0, solver.alpha) for c, x0 in zip(speeds, positions, strict=True)), torch.zeros_like(x))
+    u = sum(
+        (soliton(x, c, x0, solver.alpha) for c, x0 in zip(speeds, positions, strict=True)),
+        torch.zeros_like(x),
+    )
     u_hat = torch.fft.fft(u)
-    frames = int(round(T / save_every))
+    frames = round(T / save_every)
     t = 0.0
     for i in range(frames + 1):
         if i:

@@ -9,8 +9,9 @@ and ``bias`` keep their names), with ``y = x W^T + b + (x A) B``, ``A`` (in, r) 
 
 from __future__ import annotations
 
+import itertools
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -22,7 +23,9 @@ Tensor = torch.Tensor
 class FourierFeatures(nn.Module):
     """``[cos(x B), sin(x B)]`` with a trainable ``B`` (in, F/2) drawn from ``N(0, scale^2)``."""
 
-    def __init__(self, in_dim: int, fourier_dim: int, scale: float, generator: torch.Generator) -> None:
+    def __init__(
+        self, in_dim: int, fourier_dim: int, scale: float, generator: torch.Generator
+    ) -> None:
         super().__init__()
         if fourier_dim < 2 or fourier_dim % 2:
             raise ValueError(f"fourier_dim must be an even integer >= 2, got {fourier_dim}")
@@ -75,13 +78,20 @@ class MLPPlus(NeuralField):
     ) -> None:
         super().__init__()
         _check_dims(in_dim=in_dim, out_dim=out_dim, hidden=hidden, layers=layers)
-        self.config = dict(in_dim=in_dim, out_dim=out_dim, hidden=hidden, layers=layers,
-                           fourier_dim=fourier_dim, fourier_scale=fourier_scale, seed=seed)
+        self.config = dict(
+            in_dim=in_dim,
+            out_dim=out_dim,
+            hidden=hidden,
+            layers=layers,
+            fourier_dim=fourier_dim,
+            fourier_scale=fourier_scale,
+            seed=seed,
+        )
         g = torch.Generator().manual_seed(seed)
         self.fourier = FourierFeatures(in_dim, fourier_dim, fourier_scale, g)
         widths = [fourier_dim] + [hidden] * layers
         self.hidden_layers = nn.ModuleList(
-            _init_linear(nn.Linear(a, b), g) for a, b in zip(widths[:-1], widths[1:], strict=True)
+            _init_linear(nn.Linear(a, b), g) for a, b in itertools.pairwise(widths)
         )
         self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers))
         self.out = _init_linear(nn.Linear(hidden, out_dim), g)
@@ -96,13 +106,17 @@ class MLPPlus(NeuralField):
 class MLP(NeuralField):
     """A plain MLP (no LayerNorm, no Fourier features) with SiLU activations."""
 
-    def __init__(self, in_dim: int = 2, out_dim: int = 1, hidden: int = 64, layers: int = 3, seed: int = 0) -> None:
+    def __init__(
+        self, in_dim: int = 2, out_dim: int = 1, hidden: int = 64, layers: int = 3, seed: int = 0
+    ) -> None:
         super().__init__()
         _check_dims(in_dim=in_dim, out_dim=out_dim, hidden=hidden, layers=layers)
         self.config = dict(in_dim=in_dim, out_dim=out_dim, hidden=hidden, layers=layers, seed=seed)
         g = torch.Generator().manual_seed(seed)
         self.inp = _init_linear(nn.Linear(in_dim, hidden), g)
-        self.hidden_layers = nn.ModuleList(_init_linear(nn.Linear(hidden, hidden), g) for _ in range(layers - 1))
+        self.hidden_layers = nn.ModuleList(
+            _init_linear(nn.Linear(hidden, hidden), g) for _ in range(layers - 1)
+        )
         self.out = _init_linear(nn.Linear(hidden, out_dim), g)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -116,13 +130,21 @@ class SIREN(NeuralField):
     """SIREN: ``sin(omega0 * Linear)`` layers, the first uniform ``+-1/in``, the rest ``+-sqrt(6/in)/omega0``."""
 
     def __init__(
-        self, in_dim: int = 2, out_dim: int = 1, hidden: int = 64, layers: int = 3, omega0: float = 30.0, seed: int = 0
+        self,
+        in_dim: int = 2,
+        out_dim: int = 1,
+        hidden: int = 64,
+        layers: int = 3,
+        omega0: float = 30.0,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         _check_dims(in_dim=in_dim, out_dim=out_dim, hidden=hidden, layers=layers)
         if not omega0 > 0:
             raise ValueError(f"omega0 must be > 0, got {omega0!r}")
-        self.config = dict(in_dim=in_dim, out_dim=out_dim, hidden=hidden, layers=layers, omega0=omega0, seed=seed)
+        self.config = dict(
+            in_dim=in_dim, out_dim=out_dim, hidden=hidden, layers=layers, omega0=omega0, seed=seed
+        )
         self.omega0 = omega0
         g = torch.Generator().manual_seed(seed)
         self.inp = nn.Linear(in_dim, hidden)
@@ -130,9 +152,16 @@ class SIREN(NeuralField):
         self.out = nn.Linear(hidden, out_dim)
         with torch.no_grad():
             for i, layer in enumerate([self.inp, *self.hidden_layers, self.out]):
-                bound = 1.0 / layer.in_features if i == 0 else math.sqrt(6.0 / layer.in_features) / omega0
+                bound = (
+                    1.0 / layer.in_features
+                    if i == 0
+                    else math.sqrt(6.0 / layer.in_features) / omega0
+                )
                 layer.weight.copy_((torch.rand(layer.weight.shape, generator=g) * 2 - 1) * bound)
-                layer.bias.copy_((torch.rand(layer.bias.shape, generator=g) * 2 - 1) / math.sqrt(layer.in_features))
+                layer.bias.copy_(
+                    (torch.rand(layer.bias.shape, generator=g) * 2 - 1)
+                    / math.sqrt(layer.in_features)
+                )
 
     def forward(self, x: Tensor) -> Tensor:
         h = torch.sin(self.omega0 * self.inp(x))
@@ -155,25 +184,45 @@ def build_model(name: str, config: dict[str, Any]) -> NeuralField:
 class LoRALinear(nn.Linear):
     """An ``nn.Linear`` plus a rank-``r`` update ``(x A) B``; ``A`` He-uniform, ``B`` zero."""
 
-    def __init__(self, in_features: int, out_features: int, rank: int, bias: bool = True,
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        rank: int,
+        bias: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__(in_features, out_features, bias=bias)
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= min(in_features, out_features):
+        if (
+            isinstance(rank, bool)
+            or not isinstance(rank, int)
+            or not 1 <= rank <= min(in_features, out_features)
+        ):
             raise ValueError(
                 f"LoRA rank must be an integer in [1, min(in, out)] = [1, {min(in_features, out_features)}], got {rank!r}"
             )
         self.rank = rank
         bound = math.sqrt(6.0 / in_features)  # He-uniform on A's fan-in (flax's he_uniform)
-        self.lora_a = nn.Parameter((torch.rand(in_features, rank, generator=generator) * 2 - 1) * bound)
+        self.lora_a = nn.Parameter(
+            (torch.rand(in_features, rank, generator=generator) * 2 - 1) * bound
+        )
         self.lora_b = nn.Parameter(torch.zeros(rank, out_features))
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, rank: int, generator: torch.Generator | None = None) -> LoRALinear:
+    def from_linear(
+        cls, linear: nn.Linear, rank: int, generator: torch.Generator | None = None
+    ) -> LoRALinear:
         """Wrap ``linear`` keeping its ``weight`` and ``bias`` Parameters (shared, not copied)."""
-        layer = cls(linear.in_features, linear.out_features, rank, bias=linear.bias is not None, generator=generator)
+        layer = cls(
+            linear.in_features,
+            linear.out_features,
+            rank,
+            bias=linear.bias is not None,
+            generator=generator,
+        )
         layer.weight = linear.weight
         layer.bias = linear.bias
-        return layer.to(linear.weight.dtype)
+        return layer.to(device=linear.weight.device, dtype=linear.weight.dtype)
 
     def delta(self) -> Tensor:
         """The weight update ``(A B)^T`` in ``nn.Linear``'s (out, in) layout."""
@@ -185,7 +234,7 @@ class LoRALinear(nn.Linear):
     def to_linear(self, merge: bool) -> nn.Linear:
         """A plain ``nn.Linear`` with this layer's weights (``W += (A B)^T`` when ``merge``)."""
         linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
-        linear = linear.to(self.weight.dtype)
+        linear = linear.to(device=self.weight.device, dtype=self.weight.dtype)
         with torch.no_grad():
             linear.weight.copy_(self.weight + self.delta() if merge else self.weight)
             if self.bias is not None:
@@ -224,14 +273,25 @@ def lora_state(model: NeuralField) -> dict[str, Tensor]:
     return {k: v for k, v in model.state_dict().items() if k.endswith(("lora_a", "lora_b"))}
 
 
+def hidden_linears(model: NeuralField) -> list[nn.Linear]:
+    """The hidden layers, each an ``nn.Linear`` (a :class:`LoRALinear` is one)."""
+    layers = list(model.hidden_layers)
+    for layer in layers:
+        if not isinstance(layer, nn.Linear):
+            raise TypeError(f"hidden layers must be nn.Linear, got {type(layer).__name__}")
+    return cast(list[nn.Linear], layers)
+
+
 def apply_lora_state(model: NeuralField, state: dict[str, Tensor]) -> NeuralField:
     """Fold stored factors into a plain model: ``W += (A B)^T`` per hidden layer (in place)."""
     with torch.no_grad():
-        for i, layer in enumerate(model.hidden_layers):
+        for i, layer in enumerate(hidden_linears(model)):
             key = f"hidden_layers.{i}."
             if key + "lora_a" not in state:
                 raise KeyError(f"no LoRA factors for {key[:-1]} in the delta snapshot")
-            layer.weight.add_((state[key + "lora_a"] @ state[key + "lora_b"]).T.to(layer.weight.dtype))
+            layer.weight.add_(
+                (state[key + "lora_a"] @ state[key + "lora_b"]).T.to(layer.weight.dtype)
+            )
     return model
 
 

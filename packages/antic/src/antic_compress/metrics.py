@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from antic_compress.store import SnapshotStore
@@ -16,11 +18,13 @@ def interpolate_frames(kept: list[int], snapshots: list[Tensor], n_frames: int) 
     frames after the last kept one repeat it.
     """
     if not kept or len(kept) != len(snapshots):
-        raise ValueError(f"need as many kept indices as snapshots, got {len(kept)} and {len(snapshots)}")
-    if any(b <= a for a, b in zip(kept[:-1], kept[1:], strict=True)):
+        raise ValueError(
+            f"need as many kept indices as snapshots, got {len(kept)} and {len(snapshots)}"
+        )
+    if any(b <= a for a, b in itertools.pairwise(kept)):
         raise ValueError("kept frame indices must increase")
     out = torch.empty((n_frames, *snapshots[0].shape), dtype=snapshots[0].dtype)
-    for j, (a, b) in enumerate(zip(kept[:-1], kept[1:], strict=True)):
+    for j, (a, b) in enumerate(itertools.pairwise(kept)):
         for i in range(a, min(b, n_frames)):
             w = (i - a) / (b - a)
             out[i] = (1 - w) * snapshots[j] + w * snapshots[j + 1]
@@ -59,7 +63,9 @@ def energy_spectrum(w: Tensor) -> Tensor:
     k2 = k[:, None] ** 2 + k[None, :] ** 2
     e = 0.5 * w_hat.abs() ** 2 / torch.where(k2 > 0, k2, 1.0) * (k2 > 0)
     shells = torch.round(k2.sqrt()).long().clamp_max(n // 2)
-    return torch.zeros(n // 2 + 1, dtype=torch.float64).index_add_(0, shells.reshape(-1), e.reshape(-1))
+    return torch.zeros(n // 2 + 1, dtype=torch.float64).index_add_(
+        0, shells.reshape(-1), e.reshape(-1)
+    )
 
 
 def spectrum_error(recon: Tensor, truth: Tensor) -> float:
@@ -78,4 +84,6 @@ def peak_capture(recon_curve: Tensor, truth_curve: Tensor, top: int = 5) -> floa
     t = truth_curve.to(torch.float64)
     peaks = [i for i in range(1, len(t) - 1) if t[i] >= t[i - 1] and t[i] >= t[i + 1]]
     peaks = sorted(peaks, key=lambda i: -float(t[i]))[:top] or [int(t.argmax())]
-    return sum(abs(float(recon_curve[i]) - float(t[i])) / max(abs(float(t[i])), 1e-300) for i in peaks) / len(peaks)
+    return sum(
+        abs(float(recon_curve[i]) - float(t[i])) / max(abs(float(t[i])), 1e-300) for i in peaks
+    ) / len(peaks)

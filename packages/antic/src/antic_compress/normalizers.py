@@ -30,7 +30,9 @@ class MinMaxNormalizer:
     kind = "minmax"
 
     def __init__(self, window: int | None = 100) -> None:
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        if window is not None and (
+            isinstance(window, bool) or not isinstance(window, int) or window < 1
+        ):
             raise ValueError(f"window must be None or an integer >= 1, got {window!r}")
         self.window = window
         self.mins: deque[Tensor] = deque(maxlen=window)
@@ -70,7 +72,11 @@ class MinMaxNormalizer:
         return self.denormalize_with(y, self.stats())
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": self.window, "mins": [t.clone() for t in self.mins], "maxs": [t.clone() for t in self.maxs]}
+        return {
+            "window": self.window,
+            "mins": [t.clone() for t in self.mins],
+            "maxs": [t.clone() for t in self.maxs],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.__init__(state["window"])  # type: ignore[misc]
@@ -78,7 +84,9 @@ class MinMaxNormalizer:
         self.maxs.extend(t.clone() for t in state["maxs"])
 
 
-def _merge(a: tuple[int, Tensor, Tensor], b: tuple[int, Tensor, Tensor]) -> tuple[int, Tensor, Tensor]:
+def _merge(
+    a: tuple[int, Tensor, Tensor], b: tuple[int, Tensor, Tensor]
+) -> tuple[int, Tensor, Tensor]:
     # Chan et al.'s parallel Welford merge of (count, mean, M2).
     na, ma, m2a = a
     nb, mb, m2b = b
@@ -87,7 +95,9 @@ def _merge(a: tuple[int, Tensor, Tensor], b: tuple[int, Tensor, Tensor]) -> tupl
     return n, ma + d * (nb / n), m2a + m2b + d * d * (na * nb / n)
 
 
-def _unmerge(total: tuple[int, Tensor, Tensor], b: tuple[int, Tensor, Tensor]) -> tuple[int, Tensor, Tensor]:
+def _unmerge(
+    total: tuple[int, Tensor, Tensor], b: tuple[int, Tensor, Tensor]
+) -> tuple[int, Tensor, Tensor]:
     # The inverse of _merge: remove the batch b from the running total.
     n, m, m2 = total
     nb, mb, m2b = b
@@ -144,8 +154,11 @@ class WelfordNormalizer:
         return self.denormalize_with(y, self.stats())
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": self.window, "batches": [(n, m.clone(), s.clone()) for n, m, s in self.batches],
-                "total": self.total}
+        return {
+            "window": self.window,
+            "batches": [(n, m.clone(), s.clone()) for n, m, s in self.batches],
+            "total": self.total,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.__init__(state["window"])  # type: ignore[misc]

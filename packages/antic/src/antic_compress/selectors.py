@@ -302,7 +302,11 @@ class SurgeSelector(TemporalSelector):
         return self._keep_current(frame)
 
     def _extra_state(self) -> dict[str, Any]:
-        return {"history": list(self.history), "surge_count": self.surge_count, "skip_remaining": self.skip_remaining}
+        return {
+            "history": list(self.history),
+            "surge_count": self.surge_count,
+            "skip_remaining": self.skip_remaining,
+        }
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         self.history = deque((float(a) for a in state["history"]), maxlen=self.history_len)

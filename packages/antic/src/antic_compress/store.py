@@ -34,7 +34,9 @@ def layout_of(params: dict[str, Tensor]) -> list[list[Any]]:
     """``[[name, shape, group], ...]``: how ``pack`` lays ``params`` out."""
     for name, v in params.items():
         if v.dtype not in GROUPS:
-            raise TypeError(f"cannot store {name} of dtype {v.dtype}; expected one of {list(GROUPS)}")
+            raise TypeError(
+                f"cannot store {name} of dtype {v.dtype}; expected one of {list(GROUPS)}"
+            )
     return [[name, list(v.shape), GROUPS[v.dtype]] for name, v in params.items()]
 
 
@@ -96,23 +98,36 @@ class SnapshotStore:
             self.records = [SnapshotRecord(**r) for r in data["records"]]
 
     # -- writing ------------------------------------------------------------------------------
-    def init(self, model: NeuralField, normalizer: str, field_shape: tuple[int, ...], dtype: str) -> None:
+    def init(
+        self, model: NeuralField, normalizer: str, field_shape: tuple[int, ...], dtype: str
+    ) -> None:
         """Record the model and data layout (once, before the first snapshot)."""
-        info = {"model": type(model).__name__, "config": model.config, "normalizer": normalizer,
-                "field_shape": list(field_shape), "dtype": dtype}
+        info = {
+            "model": type(model).__name__,
+            "config": model.config,
+            "normalizer": normalizer,
+            "field_shape": list(field_shape),
+            "dtype": dtype,
+        }
         held = {k: v for k, v in self.info.items() if k != "layouts"}
         if self.records and held != info:
-            raise ValueError(f"store {self.path} holds snapshots of another layout: {held} != {info}")
+            raise ValueError(
+                f"store {self.path} holds snapshots of another layout: {held} != {info}"
+            )
         self.info = {**info, "layouts": self.info.get("layouts", {})}
         self._write_index()
 
     def snapshot_path(self, k: int) -> Path:
         return self.path / f"snap_{k:06d}.safetensors"
 
-    def write(self, record: SnapshotRecord, params: dict[str, Tensor], norm_stats: dict[str, Tensor]) -> SnapshotRecord:
+    def write(
+        self, record: SnapshotRecord, params: dict[str, Tensor], norm_stats: dict[str, Tensor]
+    ) -> SnapshotRecord:
         """Write snapshot ``record.index``; fills in ``param_bytes`` and ``file_bytes``."""
         if record.index != len(self.records):
-            raise ValueError(f"snapshot {record.index} written out of order (the store holds {len(self.records)})")
+            raise ValueError(
+                f"snapshot {record.index} written out of order (the store holds {len(self.records)})"
+            )
         layouts = self.info.setdefault("layouts", {})
         name = record.kind + ("_fp16" if record.fp16 else "")
         layout = layout_of(params)
@@ -120,8 +135,15 @@ class SnapshotStore:
             raise ValueError(f"snapshot {record.index} ({name}) does not match the store's layout")
         layouts.setdefault("norm", [[k, list(v.shape)] for k, v in norm_stats.items()])
         tensors = pack(params)
-        tensors["norm"] = torch.cat([v.detach().reshape(-1).to(torch.float32) for v in norm_stats.values()])
-        meta = {"kind": record.kind, "keyframe": str(record.keyframe), "t": repr(record.t), "frame": str(record.frame)}
+        tensors["norm"] = torch.cat(
+            [v.detach().reshape(-1).to(torch.float32).cpu() for v in norm_stats.values()]
+        )
+        meta = {
+            "kind": record.kind,
+            "keyframe": str(record.keyframe),
+            "t": repr(record.t),
+            "frame": str(record.frame),
+        }
         path = self.snapshot_path(record.index)
         tmp = path.with_suffix(".tmp")
         save_file(tensors, str(tmp), metadata=meta)
@@ -141,7 +163,9 @@ class SnapshotStore:
 
     def _write_index(self) -> None:
         tmp = self._index_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"info": self.info, "records": [asdict(r) for r in self.records]}, indent=1))
+        tmp.write_text(
+            json.dumps({"info": self.info, "records": [asdict(r) for r in self.records]}, indent=1)
+        )
         os.replace(tmp, self._index_path)
 
     # -- reading ------------------------------------------------------------------------------
@@ -187,7 +211,10 @@ class SnapshotStore:
         """Snapshot ``k`` at ``coords`` ``(N, D)``, de-normalised: ``(N, F)``."""
         model, stats = self.load_model(k)
         normalizer = NORMALIZERS[self.info["normalizer"]]
-        return normalizer.denormalize_with(predict(model, coords), stats)
+        model = model.to(coords.device)
+        return normalizer.denormalize_with(
+            predict(model, coords), {n: v.to(coords.device) for n, v in stats.items()}
+        )
 
     def decompress_field(self, k: int, coords: Tensor) -> Tensor:
         """Snapshot ``k`` reshaped to the field's shape."""

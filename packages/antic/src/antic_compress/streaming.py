@@ -20,7 +20,7 @@ from typing import Any, Literal
 import torch
 
 from antic_compress.compressor import NeuralFieldCompressor
-from antic_compress.fields import add_lora, has_lora, lora_state, remove_lora
+from antic_compress.fields import add_lora, has_lora, hidden_linears, lora_state, remove_lora
 from antic_compress.selectors import TemporalSelector
 from antic_compress.store import SnapshotRecord, SnapshotStore
 from antic_compress.training import FitConfig, Trainable, predict
@@ -71,15 +71,27 @@ class ANTIC:
     ) -> None:
         if adapter not in ADAPTERS:
             raise ValueError(f"adapter must be one of {ADAPTERS}, got {adapter!r}")
-        if isinstance(reset_every_n, bool) or not isinstance(reset_every_n, int) or reset_every_n < 0:
-            raise ValueError(f"reset_every_n must be an integer >= 0 (0: never), got {reset_every_n!r}")
+        if (
+            isinstance(reset_every_n, bool)
+            or not isinstance(reset_every_n, int)
+            or reset_every_n < 0
+        ):
+            raise ValueError(
+                f"reset_every_n must be an integer >= 0 (0: never), got {reset_every_n!r}"
+            )
         if coords.ndim != 2 or coords.shape[1] != compressor.in_dim:
             raise ValueError(f"coords must be (N, {compressor.in_dim}), got {tuple(coords.shape)}")
         if adapter == "lora":
-            hidden = compressor.model.hidden_layers
-            limit = min(min(layer.in_features, layer.out_features) for layer in hidden)  # type: ignore[misc]
-            if isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or not 1 <= lora_rank <= limit:
-                raise ValueError(f"lora_rank must be an integer in [1, min(in, out)] = [1, {limit}], got {lora_rank!r}")
+            hidden = hidden_linears(compressor.model)
+            limit = min(min(layer.in_features, layer.out_features) for layer in hidden)
+            if (
+                isinstance(lora_rank, bool)
+                or not isinstance(lora_rank, int)
+                or not 1 <= lora_rank <= limit
+            ):
+                raise ValueError(
+                    f"lora_rank must be an integer in [1, min(in, out)] = [1, {limit}], got {lora_rank!r}"
+                )
         if stop_at is not None and math.isnan(stop_at):
             raise ValueError("stop_at must be a number or None, got nan")
         self.selector, self.compressor, self.coords = selector, compressor, coords
@@ -87,7 +99,12 @@ class ANTIC:
         self.initial = FitConfig(initial_epochs, lr, weight_decay, end_lr, batch_size)
         self.subsequent = FitConfig(subsequent_epochs, lr, weight_decay, end_lr, batch_size)
         self.adapter, self.lora_rank, self.reset_every_n = adapter, lora_rank, reset_every_n
-        self.downcast_fp16, self.seed, self.stop_at, self.distributed = downcast_fp16, seed, stop_at, distributed
+        self.downcast_fp16, self.seed, self.stop_at, self.distributed = (
+            downcast_fp16,
+            seed,
+            stop_at,
+            distributed,
+        )
         self.field_shape: tuple[int, ...] | None = None
         self.t_last = -math.inf
         self.stopped = False
@@ -97,7 +114,9 @@ class ANTIC:
     def step(self, field: Tensor, t: float) -> SnapshotRecord | None:
         """Feed one frame; the record of the snapshot it made, or ``None`` if skipped."""
         if self.stopped:
-            raise RuntimeError(f"the run stopped at t={self.t_last} (stop_at={self.stop_at}); use ANTIC.resume")
+            raise RuntimeError(
+                f"the run stopped at t={self.t_last} (stop_at={self.stop_at}); use ANTIC.resume"
+            )
         field = self._check_field(field, t)
         keep = self.selector.decide(field)
         self._times[self.selector.idx] = float(t)
@@ -135,9 +154,16 @@ class ANTIC:
                     f"and out_dim={f} need {n * f}"
                 )
             self.field_shape = tuple(field.shape)
-            self.store.init(self.compressor.model, self.compressor.normalization, self.field_shape, str(field.dtype))
+            self.store.init(
+                self.compressor.model,
+                self.compressor.normalization,
+                self.field_shape,
+                str(field.dtype),
+            )
         elif tuple(field.shape) != self.field_shape:
-            raise ValueError(f"field shape changed from {self.field_shape} to {tuple(field.shape)} at t={t}")
+            raise ValueError(
+                f"field shape changed from {self.field_shape} to {tuple(field.shape)} at t={t}"
+            )
         return field
 
     def _plan(self, k: int) -> tuple[Trainable, FitConfig]:
@@ -160,7 +186,9 @@ class ANTIC:
         frame = self.selector.last_selected_index
         if frame not in self._times or self.selector.last_selected is None:
             raise RuntimeError(f"selector asked for frame {frame}, which is no longer held")
-        target = self.selector.last_selected.reshape(self.coords.shape[0], c.out_dim).to(self.coords.dtype)
+        target = self.selector.last_selected.reshape(self.coords.shape[0], c.out_dim).to(
+            self.coords.dtype
+        )
         which, config = self._plan(k)
         c.normalizer.update(target)
         stats = c.normalizer.stats()
@@ -168,7 +196,10 @@ class ANTIC:
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + k)
         loss = c.fit(self.coords, normed, config, which, g, self.distributed)
         if math.isnan(loss):
-            warnings.warn(f"NaN loss at snapshot {k} (t={self._times[frame]}): rebuilding the model", stacklevel=2)
+            warnings.warn(
+                f"NaN loss at snapshot {k} (t={self._times[frame]}): rebuilding the model",
+                stacklevel=2,
+            )
             c.model = c.fresh_model()
             which = "all"
             loss = c.fit(self.coords, normed, config, which, g, self.distributed)
@@ -178,9 +209,17 @@ class ANTIC:
         kind = "key" if which == "all" else "delta"
         keyframe = k if kind == "key" else self.store.records[-1].keyframe
         record = SnapshotRecord(
-            index=k, frame=frame, t=self._times[frame], kind=kind, keyframe=keyframe,
-            n_params=sum(v.numel() for v in params.values()), param_bytes=0, file_bytes=0,
-            loss=loss, rel_l2=rel_l2(recon, target), fp16=fp16,
+            index=k,
+            frame=frame,
+            t=self._times[frame],
+            kind=kind,
+            keyframe=keyframe,
+            n_params=sum(v.numel() for v in params.values()),
+            param_bytes=0,
+            file_bytes=0,
+            loss=loss,
+            rel_l2=rel_l2(recon, target),
+            fp16=fp16,
         )
         self.store.write(record, params, stats)
         if self.adapter == "lora" and not has_lora(c.model):
@@ -234,7 +273,9 @@ class ANTIC:
     # -- resume -------------------------------------------------------------------------------
     def checkpoint(self, solver_state: dict[str, Any] | None = None) -> Path:
         """Save what a resume needs: selector, normaliser, model, counters and ``solver_state``."""
-        self._solver_state = solver_state if solver_state is not None else getattr(self, "_solver_state", None)
+        self._solver_state = (
+            solver_state if solver_state is not None else getattr(self, "_solver_state", None)
+        )
         path = self.store.path / CHECKPOINT
         state = {
             "selector": self.selector.state_dict(),

@@ -35,10 +35,16 @@ class FitConfig:
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs must be an integer >= 1, got {self.epochs!r}")
         if not self.lr > 0 or not 0 <= self.end_lr <= self.lr:
-            raise ValueError(f"need lr > 0 and 0 <= end_lr <= lr, got lr={self.lr!r}, end_lr={self.end_lr!r}")
+            raise ValueError(
+                f"need lr > 0 and 0 <= end_lr <= lr, got lr={self.lr!r}, end_lr={self.end_lr!r}"
+            )
         if not self.weight_decay >= 0:
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+        if (
+            isinstance(self.batch_size, bool)
+            or not isinstance(self.batch_size, int)
+            or self.batch_size < 1
+        ):
             raise ValueError(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
 
 
@@ -48,7 +54,9 @@ def cosine_lr(step: int, total: int, lr: float, end_lr: float) -> float:
     return end_lr + (lr - end_lr) * 0.5 * (1 + math.cos(math.pi * frac))
 
 
-def check_pair(coords: Tensor, target: Tensor, in_dim: int | None = None, out_dim: int | None = None) -> None:
+def check_pair(
+    coords: Tensor, target: Tensor, in_dim: int | None = None, out_dim: int | None = None
+) -> None:
     """Coordinates ``(N, D)`` and targets ``(N, F)`` with the same ``N`` (errors name both shapes)."""
     if coords.ndim != 2 or target.ndim != 2 or coords.shape[0] != target.shape[0]:
         raise ValueError(
@@ -139,8 +147,13 @@ class AdamW:
     on a loaded CPU box), a cost every fresh process would pay before its first snapshot.
     """
 
-    def __init__(self, param: nn.Parameter, weight_decay: float = 1e-4, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        param: nn.Parameter,
+        weight_decay: float = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         self.param, self.weight_decay, self.betas, self.eps = param, weight_decay, betas, eps
         self.m = torch.zeros_like(param)
         self.v = torch.zeros_like(param)
@@ -187,7 +200,6 @@ def _all_reduce_mean(value: Tensor, world: int) -> None:
 def _mean_over_ranks(value: Tensor, world: int) -> Tensor:
     if world == 1:
         return value
-    import torch.distributed as dist
 
     value = value.clone()
     _all_reduce_mean(value, world)
