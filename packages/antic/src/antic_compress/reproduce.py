@@ -59,6 +59,9 @@ def settings_for(args: ReproduceArgs) -> dict[str, Any]:
             save_every=0.05,
             spinup=0.1,
             nu=5e-3,
+            temporal_n=16,
+            temporal_T=1.0,
+            temporal_nu=5e-3,
             seeds=3,
             hidden=8,
             layers=2,
@@ -76,25 +79,28 @@ def settings_for(args: ReproduceArgs) -> dict[str, Any]:
             match_frames=3,
         ),
         quick=dict(
-            n=64,
-            T=3.0,
+            n=128,
+            T=1.0,
             save_every=0.05,
             spinup=2.0,
-            nu=2e-3,
+            nu=1e-3,
+            temporal_n=64,
+            temporal_T=6.0,
+            temporal_nu=2e-3,
             seeds=3,
-            hidden=16,
+            hidden=32,
             layers=3,
-            fourier=32,
-            ranks=[2, 4],
-            initial_epochs=100,
+            fourier=64,
+            ranks=[4, 8],
+            initial_epochs=150,
             subsequent_epochs=10,
             batch=2048,
             lr=5e-3,
-            reset=25,
+            reset=10,
             kdv_n=256,
             kdv_T=10.0,
             burst_frames=400,
-            uniform_arm=True,
+            uniform_arm=False,
             match_frames=5,
         ),
         full=dict(
@@ -103,13 +109,16 @@ def settings_for(args: ReproduceArgs) -> dict[str, Any]:
             save_every=0.025,
             spinup=2.0,
             nu=1e-3,
+            temporal_n=128,
+            temporal_T=20.0,
+            temporal_nu=1e-3,
             seeds=3,
             hidden=32,
             layers=3,
             fourier=64,
             ranks=[4, 8],
             initial_epochs=200,
-            subsequent_epochs=10,
+            subsequent_epochs=20,
             batch=4096,
             lr=5e-3,
             reset=50,
@@ -220,13 +229,13 @@ def compare_selectors(
 def temporal_study(s: dict[str, Any], seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {"kolmogorov": []}
     for i in progress(range(s["seeds"]), desc="temporal: forced Kolmogorov seeds"):
-        _, frames = kolmogorov_series(s, seed + 42 + i)
+        _, frames = kolmogorov_series(s, seed + 42 + i, temporal=True)
         out["kolmogorov"].append(
             compare_selectors(frames, lambda: EnstrophySelector(window_size=5), seed + i)
         )
     out["decaying"] = []
     for i in progress(range(s["seeds"]), desc="temporal: decaying turbulence seeds"):
-        _, frames = kolmogorov_series(s, seed + 42 + i, forcing=None)
+        _, frames = kolmogorov_series(s, seed + 42 + i, forcing=None, temporal=True)
         out["decaying"].append(
             compare_selectors(frames, lambda: EnstrophySelector(window_size=5), seed + i)
         )

@@ -2,10 +2,9 @@
 
 ``snap_000000.safetensors`` ... hold the stored parameters (all of them for a keyframe, the LoRA
 factors for a delta) packed into one flat tensor per dtype (``params``, and ``params_fp16`` after
-a down-cast) and the normaliser statistics (``norm``); the safetensors header's metadata names the
-snapshot's kind, its keyframe, its time and frame index. Packing keeps the header to a couple of
-hundred bytes, which matters when a delta is a few kilobytes. ``store.json`` holds the model class
-and configuration, the packing layouts and the index of snapshots. ``decompress(k, coords)`` reads
+a down-cast) and the normaliser statistics (``norm``). Packing keeps the safetensors header to about
+a hundred bytes, which matters when a delta is a few kilobytes. ``store.json`` holds the model class
+and configuration, the packing layouts and the index of snapshots (kind, keyframe, time, frame). ``decompress(k, coords)`` reads
 at most two files (the keyframe and ``k``), whatever ``k`` is.
 """
 
@@ -146,7 +145,7 @@ class SnapshotStore:
         }
         path = self.snapshot_path(record.index)
         tmp = path.with_suffix(".tmp")
-        save_file(tensors, str(tmp), metadata=meta)
+        save_file(tensors, str(tmp))
         os.replace(tmp, path)
         record.param_bytes = sum(v.numel() * v.element_size() for k, v in params.items())
         record.file_bytes = path.stat().st_size
