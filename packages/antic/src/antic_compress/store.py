@@ -137,17 +137,11 @@ class SnapshotStore:
         tensors["norm"] = torch.cat(
             [v.detach().reshape(-1).to(torch.float32).cpu() for v in norm_stats.values()]
         )
-        meta = {
-            "kind": record.kind,
-            "keyframe": str(record.keyframe),
-            "t": repr(record.t),
-            "frame": str(record.frame),
-        }
         path = self.snapshot_path(record.index)
         tmp = path.with_suffix(".tmp")
         save_file(tensors, str(tmp))
         os.replace(tmp, path)
-        record.param_bytes = sum(v.numel() * v.element_size() for k, v in params.items())
+        record.param_bytes = sum(v.numel() * v.element_size() for v in params.values())
         record.file_bytes = path.stat().st_size
         self.records.append(record)
         self._write_index()
