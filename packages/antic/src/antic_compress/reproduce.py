@@ -133,22 +133,27 @@ def settings_for(args: ReproduceArgs) -> dict[str, Any]:
 
 # -- data ---------------------------------------------------------------------------------------
 def kolmogorov_series(
-    s: dict[str, Any], seed: int, forcing: str | None = "kolmogorov"
+    s: dict[str, Any], seed: int, forcing: str | None = "kolmogorov", temporal: bool = False
 ) -> tuple[list[float], Tensor]:
+    """Forced (after ``spinup``) or decaying (from t = 0) frames of the spatial or temporal study."""
     drag = 0.1 if forcing else 0.0
     spin = s["spinup"] if forcing else 0.0
-    frames = list(
-        kolmogorov_flow(
-            n=s["n"],
-            T=s["T"],
-            save_every=s["save_every"],
-            forcing=forcing,
-            nu=s["nu"],
-            drag=drag,
-            seed=seed,
-            spinup=spin,
-        )
+    n, T, nu = (
+        (s["temporal_n"], s["temporal_T"], s["temporal_nu"])
+        if temporal
+        else (s["n"], s["T"], s["nu"])
     )
+    flow = kolmogorov_flow(
+        n=n,
+        T=T,
+        save_every=s["save_every"],
+        forcing=forcing,
+        nu=nu,
+        drag=drag,
+        seed=seed,
+        spinup=spin,
+    )
+    frames = list(flow)
     return [t for t, _ in frames], torch.stack([f for _, f in frames])
 
 
