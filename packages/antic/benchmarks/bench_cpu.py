@@ -4,7 +4,8 @@
 
 (a) solver steps/s of the torch pseudo-spectral vorticity solver at 128^2 and 256^2;
 (b) neural-field training throughput (points/s) with 1 and 2 torch threads, as a ratio;
-(c) ANTIC against SZ3 (pysz) and ZFP (zfpy) on the same 256^2 vorticity field: compression time
+(c) ANTIC against SZ3 (pysz) and ZFP (zfpy) on the same 256^2 vorticity field (keyframe fitted
+    for 100 epochs, 30 with --quick; deltas 10 epochs, the official value): compression time
     per snapshot (a LoRA delta snapshot, the streaming loop's common case) and CR at matched
     rel-L2, as ratios. Timings of (b) and (c) are interleaved pairs (shared_core.bench.compare).
 """
@@ -93,7 +94,7 @@ def antic_vs_classical(repeats: int, epochs: int) -> dict:
             coords,
             tmp,
             initial_epochs=epochs,
-            subsequent_epochs=epochs,
+            subsequent_epochs=10,
             batch_size=4096,
             lr=5e-3,
             adapter="lora",
@@ -111,8 +112,8 @@ def antic_vs_classical(repeats: int, epochs: int) -> dict:
         record = antic_delta()
         target = record.rel_l2
         span = float(abs(x).max())
-        sz_bound, sz = match_rel_l2(sz3_compress, x, target, span * 1e-7, span)
-        zfp_bound, zf = match_rel_l2(zfp_compress, x, target, span * 1e-7, span)
+        sz_bound, sz = match_rel_l2(sz3_compress, x, target, span * 1e-7, 100 * span)
+        zfp_bound, zf = match_rel_l2(zfp_compress, x, target, span * 1e-7, 100 * span)
         cmp_sz = compare(
             antic_delta,
             lambda: sz3_compress(x, sz_bound),
@@ -163,7 +164,7 @@ def main() -> None:
         else None,
         "solver_steps_per_s": {str(n): solver_rate(n, steps) for n in (128, 256)},
         "threads": thread_ratio(args.repeats),
-        "antic_vs_classical": antic_vs_classical(args.repeats, 2 if args.quick else 10),
+        "antic_vs_classical": antic_vs_classical(args.repeats, 30 if args.quick else 100),
     }
     text = json.dumps(result, indent=2)
     print(text)
