@@ -190,6 +190,8 @@ def test_wrong_coords_and_targets(tmp_path):
     c = compressor()
     with pytest.raises(ValueError, match=r"coords"):
         ANTIC(UniformSelector(), c, torch.zeros(10, 3), tmp_path)
+    with pytest.raises(ValueError, match="bfloat16"):
+        ANTIC(UniformSelector(), c, grid_coords(N).to(torch.bfloat16), tmp_path)
     from antic_compress.training import FitConfig
 
     with pytest.raises(ValueError, match=r"\(10, 2\).*\(9, 1\)"):

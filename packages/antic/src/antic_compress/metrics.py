@@ -80,10 +80,17 @@ def spectrum_error(recon: Tensor, truth: Tensor) -> float:
 
 
 def peak_capture(recon_curve: Tensor, truth_curve: Tensor, top: int = 5) -> float:
-    """Mean relative error of the series' ``top`` local maxima (by truth), e.g. enstrophy bursts."""
+    """Mean relative error at the truth's ``top`` largest interior local maxima (e.g. bursts).
+
+    NaN when the truth has no interior maximum (a monotone curve): there is no peak to capture, and
+    a comparison on it would hold vacuously.
+    """
     t = truth_curve.to(torch.float64)
-    peaks = [i for i in range(1, len(t) - 1) if t[i] >= t[i - 1] and t[i] >= t[i + 1]]
-    peaks = sorted(peaks, key=lambda i: -float(t[i]))[:top] or [int(t.argmax())]
-    return sum(
+    peaks = [i for i in range(1, len(t) - 1) if t[i] > t[i - 1] and t[i] >= t[i + 1]]
+    if not peaks:
+        return float("nan")
+    peaks = sorted(peaks, key=lambda i: -float(t[i]))[:top]
+    errors = [
         abs(float(recon_curve[i]) - float(t[i])) / max(abs(float(t[i])), 1e-300) for i in peaks
-    ) / len(peaks)
+    ]
+    return sum(errors) / len(errors)

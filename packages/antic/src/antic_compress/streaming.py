@@ -81,6 +81,11 @@ class ANTIC:
             )
         if coords.ndim != 2 or coords.shape[1] != compressor.in_dim:
             raise ValueError(f"coords must be (N, {compressor.in_dim}), got {tuple(coords.shape)}")
+        param_dtype = next(compressor.model.parameters()).dtype
+        if coords.dtype != param_dtype:
+            raise ValueError(
+                f"coords are {coords.dtype} but the model's parameters are {param_dtype}"
+            )
         if adapter == "lora":
             hidden = hidden_linears(compressor.model)
             limit = min(min(layer.in_features, layer.out_features) for layer in hidden)
