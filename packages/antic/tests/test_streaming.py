@@ -91,6 +91,7 @@ def test_resume_continues_identically(tmp_path):
     whole = antic(tmp_path / "whole")
     whole.run(series)
     first = antic(tmp_path / "split", stop_at=series[5][0])
+    first.set_solver_state({"w_hat": torch.arange(3.0), "t": series[5][0]})
     first.run(series)
     assert first.stopped
     with pytest.raises(RuntimeError, match="resume"):
@@ -104,13 +105,14 @@ def test_resume_continues_identically(tmp_path):
             stop_at=series[2][0],
             **settings(),
         )
-    second, _ = ANTIC.resume(
+    second, solver_state = ANTIC.resume(
         EnstrophySelector(window_size=3),
         compressor(),
         grid_coords(N),
         tmp_path / "split",
         **settings(),
     )
+    assert solver_state is not None and torch.equal(solver_state["w_hat"], torch.arange(3.0))
     second.run(series[6:])
     a, b = SnapshotStore(tmp_path / "whole"), SnapshotStore(tmp_path / "split")
     assert a.frames() == b.frames() and len(a) > 3
