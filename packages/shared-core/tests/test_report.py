@@ -200,3 +200,22 @@ def test_missing_requirements_follows_nested_extras():
     assert missing_requirements("shared-core", "no-such-extra") == []
     with pytest.raises(Exception, match="no-such-dist"):
         missing_requirements("no-such-dist", "reproduce")
+
+
+def _experiment(x):
+    return x + 1
+
+
+def test_code_narrows_the_checkpoint_key_to_the_named_source(tmp_path, monkeypatch):
+    import shared_core.report as report_module
+
+    Report("shared-core", "t", tmp_path).cached("step", lambda: 1, code=[_experiment])
+    # The rest of the package changes: a step keyed on _experiment alone is reused.
+    monkeypatch.setattr(report_module, "source_hash", lambda name: "other-code")
+    again = Report("shared-core", "t", tmp_path)
+    assert again.cached("step", lambda: 2, code=[_experiment]) == 1 and len(again.reused) == 1
+    # _experiment's own source changes: recomputed.
+    monkeypatch.setattr("inspect.getsource", lambda obj: "def _experiment(x):\n    return x + 2\n")
+    assert Report("shared-core", "t", tmp_path).cached("step", lambda: 3, code=[_experiment]) == 3
+    with pytest.raises(ValueError, match="names no module"):
+        Report("shared-core", "t", tmp_path).cached("other", lambda: 4, code=[])
