@@ -86,7 +86,7 @@ def test_nan_features(tiny_net, images):
 
 
 def test_non_linear_head(tiny_net):
-    with pytest.raises(TypeError, match="final torch.nn.Linear"):
+    with pytest.raises(TypeError, match=r"final torch\.nn\.Linear"):
         AdaSCALE(tiny_net.features, nn.Sequential(nn.ReLU(), tiny_net.fc))
 
 

@@ -1,5 +1,7 @@
 """split_model on modules named like torchvision's and timm's; the real classes where they import."""
 
+from typing import ClassVar
+
 import pytest
 import torch
 from adascale import SCALE, AdaSCALE, Energy, head_name, split_model
@@ -39,7 +41,7 @@ class SwinTransformer(nn.Module):
 
 
 class TimmLike(nn.Module):
-    pretrained_cfg = {"classifier": "head.fc"}
+    pretrained_cfg: ClassVar[dict] = {"classifier": "head.fc"}
 
     def __init__(self):
         super().__init__()

@@ -164,7 +164,7 @@ def load_fixture(recipe: Recipe, root: Path = CHECKPOINTS, train: bool = True) -
 
 
 def main() -> None:
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     seeds = [int(s) for s in sys.argv[1:]] or [0, 1, 2, 3, 4, 5]
     for seed in seeds:
         load_fixture(Recipe(seed=seed))

@@ -113,15 +113,10 @@ def energy(logits: Tensor, t: float = 1.0) -> Tensor:
 # -- AdaSCALE ----------------------------------------------------------------------------------
 
 
-def ood_statistic(
-    z: Tensor, z_perturbed: Tensor, *, k1: float = 0.01, k2: float = 0.05, lam: float = 10.0
-) -> Tensor:
-    """``Q' = lam * Q + C_o`` per sample (larger = more OOD-like); shape ``(B,)``.
-
-    ``Q`` sums ``|z - z~|`` over the top ``floor(k1 D)`` entries of the raw ``z``; the correction
-    ``C_o`` sums ``max(z~, 0)`` over the top ``floor(k2 D)`` entries of ``z``. This one function is
-    used at fit and at test time (the official HEAD swaps k1 and k2 in one of the two places).
-    """
+def shift_terms(
+    z: Tensor, z_perturbed: Tensor, *, k1: float = 0.01, k2: float = 0.05
+) -> tuple[Tensor, Tensor]:
+    """``(Q, C_o)`` per sample: the two parts of :func:`ood_statistic`."""
     _check_features(z)
     _check_features(z_perturbed, "z_perturbed")
     if z.shape != z_perturbed.shape:
@@ -132,6 +127,19 @@ def ood_statistic(
     top1, top2 = order[:, :n1], order[:, :n2]
     q = (z.gather(1, top1) - z_perturbed.gather(1, top1)).abs().sum(dim=1)
     c_o = z_perturbed.gather(1, top2).clamp(min=0).sum(dim=1)
+    return q, c_o
+
+
+def ood_statistic(
+    z: Tensor, z_perturbed: Tensor, *, k1: float = 0.01, k2: float = 0.05, lam: float = 10.0
+) -> Tensor:
+    """``Q' = lam * Q + C_o`` per sample (larger = more OOD-like); shape ``(B,)``.
+
+    ``Q`` sums ``|z - z~|`` over the top ``floor(k1 D)`` entries of the raw ``z``; the correction
+    ``C_o`` sums ``max(z~, 0)`` over the top ``floor(k2 D)`` entries of ``z``. This one function is
+    used at fit and at test time (the official HEAD swaps k1 and k2 in one of the two places).
+    """
+    q, c_o = shift_terms(z, z_perturbed, k1=k1, k2=k2)
     return lam * q + c_o
 
 

@@ -2,11 +2,14 @@
 
 Ten shape/texture classes drawn at random position, size, contrast and noise. The reproduction
 trains on eight (:data:`ID_CLASSES`) and keeps two as near-OOD (:data:`NEAR_CLASSES`): a ring (close
-to the disk) and a 135-degree grating (close to the other gratings). Far-OOD are crops of
+to the disk) and a 135-degree grating (close to the other gratings); four more unseen shapes
+(:data:`CANDIDATE_CLASSES`) are probed per class. Far-OOD are crops of
 scikit-image's bundled photographs and textures, and uniform/Gaussian noise.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -22,9 +25,15 @@ CLASSES = (
     "checker",
     "ring",
     "grating135",
+    "frame",
+    "ellipse",
+    "dots",
+    "diamond",
 )
 ID_CLASSES = tuple(range(8))
 NEAR_CLASSES = (8, 9)
+#: other unseen shapes, probed once in the reproduction (energy and Q' AUROC per class)
+CANDIDATE_CLASSES = (10, 11, 12, 13)
 FAR_IMAGES = ("camera", "moon", "coins", "brick", "grass", "gravel", "text", "page", "clock")
 # input normalisation the models are trained with: eps is in these units
 MEAN, STD = 0.3, 0.3
@@ -51,6 +60,22 @@ def _mask(cls: int, n: int, rng: np.random.Generator) -> np.ndarray:
     if name == "ring":
         r = np.sqrt(u**2 + v**2)
         return ((r <= 1) & (r >= 0.55)).astype(np.float32)
+    if name == "frame":
+        return (
+            (np.maximum(np.abs(u), np.abs(v)) <= 0.9) & (np.maximum(np.abs(u), np.abs(v)) >= 0.6)
+        ).astype(np.float32)
+    if name == "ellipse":
+        return ((u / 1.3) ** 2 + (v / 0.45) ** 2 <= 1).astype(np.float32)
+    if name == "diamond":
+        return (np.abs(u) + np.abs(v) <= 1).astype(np.float32)
+    if name == "dots":
+        lin = np.arange(SIZE, dtype=np.float32)
+        yy, xx = np.meshgrid(lin, lin, indexing="ij")
+        out = np.zeros((n, SIZE, SIZE), dtype=np.float32)
+        for _ in range(4):
+            cy, cx = rng.uniform(4, 28, (2, n, 1, 1)).astype(np.float32)
+            out = np.maximum(out, ((yy - cy) ** 2 + (xx - cx) ** 2 <= 6.0).astype(np.float32))
+        return out
     if name == "square":
         return ((np.abs(u) <= 0.8) & (np.abs(v) <= 0.8)).astype(np.float32)
     if name == "triangle":
@@ -92,17 +117,26 @@ def shapes(classes: tuple[int, ...], n_per_class: int, seed: int) -> tuple[np.nd
     return x[order], y[order]
 
 
-def far_ood(n: int, seed: int) -> np.ndarray:
-    """``n`` far-OOD images: half photo/texture crops (scikit-image), a quarter each noise kind."""
-    from skimage import color, data, transform
+@functools.lru_cache(maxsize=1)
+def _photos() -> tuple[np.ndarray, ...]:
+    """scikit-image's bundled images of :data:`FAR_IMAGES`, gray, in [0, 1]."""
+    from skimage import color, data
 
-    rng = np.random.default_rng(seed)
     photos = []
     for name in FAR_IMAGES:
         img = getattr(data, name)()
         if img.ndim == 3:
             img = color.rgb2gray(img[..., :3])
         photos.append(img.astype(np.float32) / (255.0 if img.max() > 1 else 1.0))
+    return tuple(photos)
+
+
+def far_ood(n: int, seed: int) -> np.ndarray:
+    """``n`` far-OOD images: half photo/texture crops (scikit-image), a quarter each noise kind."""
+    from skimage import transform
+
+    rng = np.random.default_rng(seed)
+    photos = _photos()
     n_photo = n // 2
     crops = np.empty((n_photo, SIZE, SIZE), dtype=np.float32)
     for i in range(n_photo):
