@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 import torch
 from torch import Tensor, nn
 
-Data = Tensor | Iterable[Any]
+Data: TypeAlias = "Tensor | Iterable[Any]"
 
 
 class NotFittedError(RuntimeError):
@@ -68,7 +68,7 @@ class Detector(nn.Module):
         if not callable(backbone):
             raise TypeError(f"backbone must be callable, got {type(backbone).__name__}")
         self.backbone = backbone
-        self.head = head
+        self.head: nn.Linear = head
 
     @property
     def device(self) -> torch.device:

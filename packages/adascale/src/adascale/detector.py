@@ -56,7 +56,7 @@ class AdaSCALE(Detector):
         for name, value in (("k1", k1), ("k2", k2), ("o", o)):
             if not 0 < value <= 1:
                 raise ValueError(f"{name} is a fraction in (0, 1], got {value!r}")
-        d = head.in_features  # type: ignore[union-attr]  # a Linear, checked by Detector
+        d = self.head.in_features
         F.count_of(k1, d, name="k1")
         F.count_of(k2, d, name="k2")
         if n_fit is not None and n_fit < 100:

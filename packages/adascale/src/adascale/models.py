@@ -5,6 +5,7 @@ Keyed on class and module names, never on imports (torchvision and timm stay opt
 - torchvision ``ResNet``, ``RegNet``: head ``fc``; ``VisionTransformer``: ``heads.head``;
   ``SwinTransformer``: ``head``;
 - timm models: ``pretrained_cfg["classifier"]`` (``fc``, ``head``, ``head.fc`` ...);
+- any other model with a direct ``nn.Linear`` child named ``fc``, ``head`` or ``classifier``;
 - anything else: name the head with ``head=`` (any ``nn.Linear`` submodule).
 
 The backbone runs the *whole* model once with a forward pre-hook on the head that captures its input
@@ -26,6 +27,8 @@ _HEADS = {
     "VisionTransformer": "heads.head",
     "SwinTransformer": "head",
 }
+# the final layer's usual names, tried (as a direct nn.Linear child) for any other class
+_COMMON = ("fc", "head", "classifier")
 
 
 def head_name(model: nn.Module) -> str:
@@ -36,6 +39,9 @@ def head_name(model: nn.Module) -> str:
     for cls in type(model).__mro__:
         if cls.__name__ in _HEADS:
             return _HEADS[cls.__name__]
+    for name in _COMMON:
+        if isinstance(getattr(model, name, None), nn.Linear):
+            return name
     raise ValueError(
         f"cannot tell the final linear layer of a {type(model).__name__}; pass head='<name>' "
         f"(its Linear submodules: {[n for n, m in model.named_modules() if isinstance(m, nn.Linear)]})"
@@ -57,7 +63,7 @@ class HookedBackbone(nn.Module):
 
     # The wrapper has no state of its own: its mode is the wrapped model's (so a model put in
     # eval() before the split is not reported as training).
-    @property  # type: ignore[override]
+    @property
     def training(self) -> bool:
         model = self.__dict__.get("_modules", {}).get("model")
         return True if model is None else bool(model.training)
