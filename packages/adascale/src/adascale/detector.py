@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from adascale import functional as F
-from adascale.base import Data, Detector, NotFittedError, batches
+from adascale.base import Data, Detector, NotFittedError, batches, check_inputs
 from adascale.distributed import gather_rows
 
 
@@ -74,18 +74,28 @@ class AdaSCALE(Detector):
         self.n_fit, self.generator, self.on_degenerate = n_fit, generator, on_degenerate
         self.fit_z_: Tensor | None = None
         self.fit_z_perturbed_: Tensor | None = None
+        self._fit_q: tuple[tuple[float, float, float], Tensor] | None = None
 
     # -- features ---------------------------------------------------------------------------
-    def _model(self, x: Tensor) -> Tensor:
-        return self.head(self.features(x))
-
     def extract(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """``(z, z~)``: features of ``x`` and of its gradient-guided perturbation."""
+        """``(z, z~)``: features of ``x`` and of its gradient-guided perturbation.
+
+        One forward with grad gives ``z`` and the input gradient, one backward, one forward of
+        ``x~``: three passes, against SCALE's one.
+        """
         self._eval_mode()
+        check_inputs(x)
         x = x.to(self.device)
-        x_tilde = F.gradient_perturbation(self._model, x, o=self.o, eps=self.eps)
+        captured: list[Tensor] = []
+
+        def model(t: Tensor) -> Tensor:
+            captured.append(self.features(t))
+            return self.head(captured[-1])
+
+        grad = F.input_gradient(model, x)
+        x_tilde = F.perturb(x, grad, o=self.o, eps=self.eps)
         with torch.no_grad():
-            return self.features(x), self.features(x_tilde)
+            return captured[0].detach(), self.features(x_tilde)
 
     # -- fit --------------------------------------------------------------------------------
     def fit(self, data: Data) -> AdaSCALE:
@@ -101,14 +111,19 @@ class AdaSCALE(Detector):
         F.ood_statistic(z, z_perturbed, k1=self.k1, k2=self.k2, lam=self.lam)  # validates
         self.fit_z_ = gather_rows(z.detach())
         self.fit_z_perturbed_ = gather_rows(z_perturbed.detach())
+        self._fit_q = None
         return self
 
     @property
     def fit_statistic_(self) -> Tensor:
-        """The fit set's ``Q'`` under the current ``lam``, ``k1``, ``k2``."""
+        """The fit set's sorted ``Q'`` under the current ``lam``, ``k1``, ``k2`` (cached per triple)."""
         if self.fit_z_ is None or self.fit_z_perturbed_ is None:
             raise NotFittedError("AdaSCALE requires fit() on ID data first")
-        return self.statistic_features(self.fit_z_, self.fit_z_perturbed_)
+        key = (float(self.lam), float(self.k1), float(self.k2))
+        if self._fit_q is None or self._fit_q[0] != key:
+            q = self.statistic_features(self.fit_z_, self.fit_z_perturbed_).sort().values
+            self._fit_q = (key, q)
+        return self._fit_q[1]
 
     # -- scoring ----------------------------------------------------------------------------
     def statistic_features(self, z: Tensor, z_perturbed: Tensor) -> Tensor:

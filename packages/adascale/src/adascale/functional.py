@@ -63,7 +63,12 @@ def _check_features(z: Tensor, name: str = "z") -> None:
 
 
 def top_sums(a: Tensor, k: Tensor) -> Tensor:
-    """Sum of the ``k[i]`` largest entries of row ``i`` of ``a`` (one sort, one cumsum, a gather)."""
+    """Sum of the ``k[i]`` largest entries of row ``i`` of ``a`` (one sort, one cumsum, a gather).
+
+    One ``k`` for the whole batch (SCALE, or AdaSCALE with ``p_min == p_max``) takes a top-k instead.
+    """
+    if a.shape[0] and bool((k == k[0]).all()):
+        return a.topk(int(k[0]), dim=1).values.sum(dim=1)
     ordered = a.sort(dim=1, descending=True).values
     return ordered.cumsum(dim=1).gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
 
@@ -159,7 +164,8 @@ def adaptive_percentile(
     check_percentiles(p_min, p_max)
     if fit_q.ndim != 1 or fit_q.numel() == 0:
         raise ValueError(f"fit_q must be a non-empty 1-D tensor, got shape {tuple(fit_q.shape)}")
-    f = ecdf(q, fit_q.sort().values)
+    # sorting an already sorted fit set (the detector caches it so) is a cheap check-free pass
+    f = ecdf(q, fit_q if bool((fit_q[1:] >= fit_q[:-1]).all()) else fit_q.sort().values)
     return p_min + (1.0 - f) * (p_max - p_min)
 
 
@@ -190,6 +196,18 @@ def input_gradient(model: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     return grad
 
 
+def perturb(x: Tensor, grad: Tensor, *, o: float = 0.05, eps: float = 0.5) -> Tensor:
+    """``x + eps * sign(g) * 1_M``, ``M`` the ``floor(o * numel)`` smallest-``|g|`` elements."""
+    if x.ndim < 2:
+        raise ValueError(f"x must be a batch (B, ...), got shape {tuple(x.shape)}")
+    numel = x[0].numel()
+    n = count_of(o, numel, name="o", what="numel")
+    g = grad.flatten(1)
+    chosen = g.abs().topk(n, dim=1, largest=False).indices
+    step = torch.zeros_like(g).scatter_(1, chosen, eps * g.gather(1, chosen).sign())
+    return (x.detach().flatten(1) + step).view_as(x)
+
+
 def gradient_perturbation(
     model: Callable[[Tensor], Tensor], x: Tensor, *, o: float = 0.05, eps: float = 0.5
 ) -> Tensor:
@@ -205,12 +223,7 @@ def gradient_perturbation(
             f"x must be a floating tensor in the model's normalised units, got {x.dtype}; "
             "convert and normalise images before scoring (eps is in normalised units)"
         )
-    numel = x[0].numel()
-    n = count_of(o, numel, name="o", what="numel")
-    g = input_gradient(model, x).flatten(1)
-    chosen = g.abs().topk(n, dim=1, largest=False).indices
-    step = torch.zeros_like(g).scatter_(1, chosen, eps * g.gather(1, chosen).sign())
-    return (x.detach().flatten(1) + step).view_as(x)
+    return perturb(x, input_gradient(model, x), o=o, eps=eps)
 
 
 # -- baselines on the same features -------------------------------------------------------------
