@@ -179,3 +179,15 @@ def test_scale_and_lts_equal_pytorch_ood(tiny_net, images):
             LTS(tiny_net.features, tiny_net.fc, percentile=p).predict_features(z),
             lts.predict_features(z),
         )
+
+
+def test_big_tensors_are_scored_in_chunks(tiny_net, images, monkeypatch):
+    from adascale import base, score_all
+
+    det = AdaSCALE(tiny_net.features, tiny_net.fc, n_fit=None).fit(images)
+    whole = score_all(det, images)
+    monkeypatch.setattr(base, "TENSOR_BATCH", 5)
+    assert len(list(base.batches(images))) == 7
+    torch.testing.assert_close(score_all(det, images), whole)
+    chunked = AdaSCALE(tiny_net.features, tiny_net.fc, n_fit=None).fit(images)
+    torch.testing.assert_close(chunked.fit_statistic_, det.fit_statistic_)

@@ -22,10 +22,15 @@ class NotFittedError(RuntimeError):
     """A detector that needs ID statistics was used before ``fit``."""
 
 
+#: rows per pass when a detector is handed one big tensor (5000 ImageNet images are not one batch)
+TENSOR_BATCH = 256
+
+
 def batches(data: Data) -> Iterable[Tensor]:
-    """The input tensors of ``data``: a tensor (one batch), or a loader of tensors / (x, y) pairs."""
+    """The input tensors of ``data``: a tensor (in chunks of :data:`TENSOR_BATCH` rows), or a loader
+    of tensors / (x, y) pairs."""
     if isinstance(data, Tensor):
-        yield data
+        yield from data.split(TENSOR_BATCH)
         return
     for batch in data:
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
