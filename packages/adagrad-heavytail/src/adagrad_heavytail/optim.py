@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -197,10 +197,11 @@ def _local_square(grad: torch.Tensor) -> tuple[torch.Tensor, bool]:
     if to_local is None:
         return grad.pow(2).sum(), False
     local = to_local()
+    dtensor: Any = grad  # a DTensor: placements and device_mesh are not on torch.Tensor's stubs
     copies = 1
-    for dim, placement in enumerate(grad.placements):
+    for dim, placement in enumerate(dtensor.placements):
         if placement.is_replicate():
-            copies *= grad.device_mesh.size(dim)
+            copies *= dtensor.device_mesh.size(dim)
     return local.pow(2).sum() / copies, True
 
 
@@ -266,7 +267,7 @@ class AdaGradNorm(Optimizer):
         for g in grads:
             square, is_dtensor = _local_square(g)
             if is_dtensor:
-                sharded, mesh = True, g.device_mesh
+                sharded, mesh = True, cast(Any, g).device_mesh
             pieces.append(square.to(device=device, dtype=torch.float64))
         squares = torch.stack(pieces)
         if self.process_group is not None:

@@ -111,8 +111,9 @@ class Detector(nn.Module):
         with torch.no_grad():
             return (self.features(x),)
 
-    def score_features(self, *features: Tensor) -> Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
+    # Each detector defines ``score_features(...)`` over exactly what its ``extract`` returns
+    # (``(z)``, or ``(z, z_perturbed)``); declared as an attribute so those signatures may differ.
+    score_features: Callable[..., Tensor]
 
     def score(self, x: Tensor) -> Tensor:
         """``(B,)`` scores, higher = more in-distribution (OpenOOD's ``conf``)."""

@@ -77,7 +77,7 @@ def datasets(seed: int, n_fit: int, n_id: int, n_ood: int) -> dict[str, torch.Te
     return {k: torch.from_numpy(shapes.normalise(v)) for k, v in out.items()}
 
 
-def extract(model: torch.nn.Module, data: dict[str, torch.Tensor], eps: float, o: float) -> dict:
+def extract(model: Any, data: dict[str, torch.Tensor], eps: float, o: float) -> dict:
     """``(z, z~)`` for every split under one perturbation setting (batches of 200)."""
     det = AdaSCALE(model.features, model.fc, eps=eps, o=o, n_fit=None)
     out = {}
@@ -121,7 +121,7 @@ def search(model: torch.nn.Module, data: dict, grid: list, stat_grid: list) -> l
     return rows
 
 
-def _detectors(model: torch.nn.Module, setting: dict) -> dict[str, Any]:
+def _detectors(model: Any, setting: dict) -> dict[str, Any]:
     b, h = model.features, model.fc
     kw = {k: setting[k] for k in ("k1", "k2", "lam", "eps", "o")}
     return {
@@ -230,7 +230,7 @@ def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(a.mean()), se
 
 
-def probe(model: torch.nn.Module, data: dict, n: int, seed: int) -> list[dict]:
+def probe(model: Any, data: dict, n: int, seed: int) -> list[dict]:
     """Energy's and Q''s (paper setting) AUROC on each unseen shape class alone."""
     det = AdaSCALE(model.features, model.fc, n_fit=None).fit(data["fit"])
     energy_det = Energy(model.features, model.fc)

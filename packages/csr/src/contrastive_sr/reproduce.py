@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
-from shared_core.report import Report, subplots
+from shared_core.report import Direction, Report, subplots
 
 TITLE = (
     "Contrastive Symbolic Regression: Aligned Representations, Adaptive Prediction, and Diverse "
@@ -179,7 +179,7 @@ def _avg_rank(results: list[dict[str, Any]], labels: Sequence[str]) -> dict[str,
 
 
 def _ladder_claims(report: Report, results: list[dict[str, Any]], n_runs: int) -> None:
-    steps = [
+    steps: list[tuple[str, str, str, Direction, str]] = [
         ("LR+KNN > LR", "lr+knn", "lr", "higher", "strict"),
         ("LR+CL+KNN >= LR+KNN", "lr+cl+knn", "lr+knn", "higher", "weak"),
         ("CSR > LR+CL+KNN", CSR, "lr+cl+knn", "higher", "strict"),

@@ -175,9 +175,9 @@ class Commutant:
             return vt[self.p :]
         # within each orbit, consecutive entries are equal: M[a] - M[b] = 0
         assert self.labels is not None
-        flat = self.labels.ravel()
-        order = np.argsort(flat, kind="stable")
-        same = flat[order[1:]] == flat[order[:-1]]
+        labels_flat = self.labels.ravel()
+        order = np.argsort(labels_flat, kind="stable")
+        same = labels_flat[order[1:]] == labels_flat[order[:-1]]
         first, second = order[:-1][same], order[1:][same]
         out = np.zeros((first.shape[0], n))
         out[np.arange(first.shape[0]), first] = 1.0

@@ -58,7 +58,9 @@ DMD_BLIND = ("symmetric-circulant", "mean-field")
 
 def same_group(a: Representation, b: Representation) -> bool:
     ca, cb = a.commutant(), b.commutant()
-    return ca.p == cb.p and (ca.labels is None or np.array_equal(ca.labels, cb.labels))
+    if ca.p != cb.p:
+        return False
+    return ca.labels is None or (cb.labels is not None and np.array_equal(ca.labels, cb.labels))
 
 
 def decoy_library(d: int, rng: np.random.Generator) -> list[Representation]:
@@ -68,7 +70,7 @@ def decoy_library(d: int, rng: np.random.Generator) -> list[Representation]:
     decoys = []
     for i in range(N_DECOYS):
         rep = movable[int(rng.integers(len(movable)))]
-        decoys.append(rep.conjugate(rng.permutation(d), name=f"decoy{i}:{rep.name}"))
+        decoys.append(rep.conjugate(rng.permutation(d).tolist(), name=f"decoy{i}:{rep.name}"))
     return base + decoys
 
 
