@@ -252,6 +252,11 @@ class SymmetryDiscovery(ParamsMixin):
             d = self._candidate_d() or np.asarray(x_next).shape[-1]
             self._start(d)
             self._trajectory = []
+        if np.shape(x_next)[-1:] != (self._d,):
+            raise ValueError(
+                f"partial_fit got a state of shape {np.shape(x_next)}, expected ({self._d},) or "
+                f"(n, {self._d}): this discovery was started with d = {self._d}"
+            )
         new = np.atleast_2d(check_state(x_next, self._d))
         self._trajectory.extend(new)
         if len(self._trajectory) < 2:
