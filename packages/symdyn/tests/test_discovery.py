@@ -124,6 +124,7 @@ def test_partial_fit_reaches_the_same_decision_as_fit():
     assert np.allclose(online.A_, batch.A_)
 
 
+@pytest.mark.slow  # spawns joblib workers that import numpy and symdyn_id
 def test_n_jobs_two_chooses_as_one():
     _, x = trajectory(R.dihedral(8), 6, seed=8, noise=1e-3)
     one = SymmetryDiscovery(noise_std=1e-3, n_jobs=1).fit(x)

@@ -158,6 +158,7 @@ def test_predict_score_and_shapes():
     assert np.array_equal(est.coefficients(), est.A_)
 
 
+@pytest.mark.slow  # imports a peer library (tens of seconds under load)
 def test_sklearn_clone_and_params():
     base = pytest.importorskip("sklearn.base")
     est = EquivariantLinearSystem(R.cyclic(5), ridge=0.1)
