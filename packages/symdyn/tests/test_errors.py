@@ -126,5 +126,5 @@ def test_no_consistent_candidate_falls_back_to_trivial_least_squares():
 
 def test_partial_fit_with_another_d_names_both():
     disc = SymmetryDiscovery().partial_fit(np.ones(6))
-    with pytest.raises(ValueError, match="expected \\(6,\\).*started with d = 6"):
+    with pytest.raises(ValueError, match=r"expected \(6,\).*started with d = 6"):
         disc.partial_fit(np.ones(5))

@@ -40,7 +40,7 @@ def as_permutation(generator: Any, d: int, index: int = 0) -> np.ndarray:
         found += [f"values {repeated} repeat"] if repeated else []
         raise ValueError(
             f"generator {index} is not a permutation of range({d}): "
-            + "; ".join(found + [f"values {missing} are missing"])
+            + "; ".join([*found, f"values {missing} are missing"])
         )
     return perm
 
