@@ -258,8 +258,9 @@ def _claims(report: Report, results: dict[str, list[dict[str, Any]]], control: l
             direction="higher",
             baseline_name="0.9 ('high accuracy')",
             samples=n,
-            note=f"a uniform random pick from the {runs[0]['library_size']}-candidate library "
-            f"scores {1 / runs[0]['library_size']:.3f}",
+            note=f"analytic chance level (not run): a uniform pick from the "
+            f"{runs[0]['library_size']}-candidate library is right with probability "
+            f"{1 / runs[0]['library_size']:.3f}",
         )
     report.claim(
         "discovery finds no symmetry in a generic system (control)",
