@@ -4,7 +4,8 @@
 
 1. Identification of A, each method timed on the data it needs, in one run with
    ``shared_core.bench.compare`` (interleaved, median ratio; float64 everywhere, one BLAS thread):
-   - commutant LS by FFT at T = T* = 1 and at T = d, and by the orbital basis at T = 1;
+   - commutant LS by FFT at T = T* = 1 and at T = d, and by the orbital basis at T = 1 and T = d;
+   - the orbital basis on a D_16 x D_16 system (not abelian: no FFT path) at T = d;
    - ``pydmd.DMD(svd_rank=-1)`` at T = d (the shortest trajectory from which it identifies A);
    - ``pydmd.PiDMD("BCCB", compute_A=True)`` at T = d (it keeps at most rank(X) <= T eigenvalues).
    Every method returns the dense d x d matrix (DMD: Phi diag(lambda) Phi^+).
@@ -66,13 +67,27 @@ def main() -> None:
     def ours_orbital_short():
         return EquivariantLinearSystem(rep, solver="basis").fit(short).A_
 
+    def ours_orbital_long():
+        return EquivariantLinearSystem(rep, solver="basis").fit(x).A_
+
     def dmd():
         return pydmd_matrix(x)
+
+    dih = Representation.product(Representation.dihedral(side), Representation.dihedral(side))
+    a_dih = random_equivariant_matrix(dih, rng)
+    x_dih = simulate(a_dih, rng.standard_normal(d), d)
+
+    def ours_dihedral_long():
+        return EquivariantLinearSystem(dih).fit(x_dih).A_
+
+    def dmd_dihedral():
+        return pydmd_matrix(x_dih)
 
     def pidmd():
         return pidmd_matrix(x, "BCCB", (side, side))
 
     rep.commutant()  # the orbital basis is built once per group, like a fitted library
+    dih.commutant()
     print(
         f"d = {d}, C{side} x C{side}, p = {rep.commutant_dim}, T* = {rep.min_trajectory_length()}"
     )
@@ -82,14 +97,21 @@ def main() -> None:
             ("ours FFT, T=1", ours_fft_short),
             ("ours FFT, T=d", ours_fft_long),
             ("ours orbital, T=1", ours_orbital_short),
+            ("ours orbital, T=d", ours_orbital_long),
             ("DMD, T=d", dmd),
             ("PiDMD BCCB, T=d", pidmd),
         ]:
             print(f"  error {name:18s}: {relative_error(fn(), a):.2e}")
+        for name, fn in [
+            ("D16xD16 ours, T=d", ours_dihedral_long),
+            ("D16xD16 DMD, T=d", dmd_dihedral),
+        ]:
+            print(f"  error {name:18s}: {relative_error(fn(), a_dih):.2e}")
         for cand, cname in [
             (ours_fft_short, "ours FFT T=1"),
             (ours_fft_long, "ours FFT T=d"),
             (ours_orbital_short, "ours orbital T=1"),
+            (ours_orbital_long, "ours orbital T=d"),
         ]:
             for base, bname in [(dmd, "pydmd.DMD T=d"), (pidmd, "PiDMD BCCB T=d")]:
                 print(
@@ -98,6 +120,17 @@ def main() -> None:
                         cand, base, name=cname, baseline_name=bname, repeats=args.repeats, warmup=1
                     ),
                 )
+        print(
+            " ",
+            compare(
+                ours_dihedral_long,
+                dmd_dihedral,
+                name=f"ours D{side}xD{side} T=d",
+                baseline_name="pydmd.DMD T=d",
+                repeats=args.repeats,
+                warmup=1,
+            ),
+        )
     lib_rng = np.random.default_rng(1)
     start = time.perf_counter()
     library = library_of(d, 50, lib_rng)

@@ -124,6 +124,7 @@ def test_partial_fit_reaches_the_same_decision_as_fit():
     assert np.allclose(online.A_, batch.A_)
 
 
+@pytest.mark.slow  # spawns joblib workers that import numpy and symdyn_id
 def test_n_jobs_two_chooses_as_one():
     _, x = trajectory(R.dihedral(8), 6, seed=8, noise=1e-3)
     one = SymmetryDiscovery(noise_std=1e-3, n_jobs=1).fit(x)
@@ -151,3 +152,19 @@ def test_predict_and_score_delegate():
     assert np.allclose(disc.predict(x[0], 4), x[1:])
     assert disc.score(x) == pytest.approx(1.0)
     assert disc.min_trajectory_length_ == 1
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_extreme_scales_select_as_at_unit_scale(scale):
+    rep = Representation.cyclic(8)
+    rng = np.random.default_rng(0)
+    a = random_equivariant_matrix(rep, rng)
+    x = simulate(a, rng.standard_normal(8), 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow/underflow warning, no fallback warning
+        disc = SymmetryDiscovery().fit(x * scale)
+        est = EquivariantLinearSystem(rep).fit(x * scale)
+    assert disc.representation_.name == "C8"
+    assert np.abs(disc.A_ - a).max() < 1e-10 and np.abs(est.A_ - a).max() < 1e-10
+    assert all(np.isfinite(s["residual"]) for s in disc.scores_ if s["testable"])
+    assert np.isfinite(est.residual_) and est.residual_ < 1e-12

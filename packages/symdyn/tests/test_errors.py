@@ -56,6 +56,12 @@ def test_not_persistently_exciting_warns():
 def test_generators():
     with pytest.raises(ValueError, match="not a permutation of range\\(4\\)"):
         R.from_permutations([[0, 1, 1, 3]])
+    with pytest.raises(ValueError, match="values \\[3\\] are outside range\\(3\\)"):
+        R.from_permutations([[0, 1, 3]])
+    with pytest.raises(ValueError, match="values \\[-1\\] are outside range\\(3\\)"):
+        R.from_permutations([[0, 1, -1]])
+    with pytest.raises(ValueError, match="values \\[1\\] repeat"):
+        R.from_permutations([[0, 1, 1, 3]])
     with pytest.raises(ValueError, match="length 4"):
         R.from_permutations([[0, 1, 2]], d=4)
     with pytest.raises(ValueError, match="integers"):
@@ -116,3 +122,9 @@ def test_no_consistent_candidate_falls_back_to_trivial_least_squares():
         disc = SymmetryDiscovery([R.cyclic(5), R.symmetric(5)]).fit(x)
     assert disc.representation_.name == "trivial(5)"
     assert np.allclose(disc.A_ @ x[:-1].T, x[1:].T)
+
+
+def test_partial_fit_with_another_d_names_both():
+    disc = SymmetryDiscovery().partial_fit(np.ones(6))
+    with pytest.raises(ValueError, match=r"expected \(6,\).*started with d = 6"):
+        disc.partial_fit(np.ones(5))

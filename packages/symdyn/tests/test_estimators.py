@@ -158,6 +158,7 @@ def test_predict_score_and_shapes():
     assert np.array_equal(est.coefficients(), est.A_)
 
 
+@pytest.mark.slow  # imports a peer library (tens of seconds under load)
 def test_sklearn_clone_and_params():
     base = pytest.importorskip("sklearn.base")
     est = EquivariantLinearSystem(R.cyclic(5), ridge=0.1)
@@ -192,3 +193,40 @@ def test_products_and_blocks_of_relabelled_grids_fall_back_to_the_basis():
         est = EquivariantLinearSystem(rep).fit(x)
         assert est.solver_ == "orbital"
         assert np.abs(rep.reynolds(est.A_) - est.A_).max() < 1e-12
+
+
+@pytest.mark.parametrize(
+    "rep",
+    [
+        Representation.torus(4, 4),
+        Representation.product(Representation.dihedral(6), Representation.dihedral(4)),
+        Representation.block(Representation.cyclic(4), 3),
+        Representation.symmetric(7),
+    ],
+    ids=lambda r: r.name,
+)
+def test_orbit_summed_normal_equations_equal_the_dense_svd_solver(rep):
+    from symdyn_id import commutant as cm
+
+    rng = np.random.default_rng(3)
+    comm = rep.commutant()
+    x = rng.standard_normal((4 * rep.d + 1, rep.d))
+    states, targets = x[:-1], x[1:]
+    design = comm.design(states)
+    assert np.allclose(cm.orbital_gram(comm, states), design.T @ design, rtol=1e-13, atol=1e-10)
+    fast = cm.commutant_lstsq(comm, states, targets)
+    theta, _, rank, _ = np.linalg.lstsq(design, targets.ravel(), rcond=None)
+    assert fast.rank == rank == comm.p
+    np.testing.assert_allclose(fast.theta, theta, rtol=0, atol=1e-10 * np.abs(theta).max())
+    resid = targets.ravel() - design @ theta
+    assert fast.rss == pytest.approx(float(resid @ resid), rel=1e-10)
+
+
+def test_ill_conditioned_tall_orbital_design_keeps_the_svd_rank():
+    from symdyn_id import commutant as cm
+
+    rep = Representation.dihedral(8)
+    x = np.ones((80, 8))  # invariant states: every B_k x is a multiple of x
+    res = cm.commutant_lstsq(rep.commutant(), x[:-1], x[1:])
+    rank = np.linalg.matrix_rank(rep.commutant().design(x[:-1]))
+    assert res.rank == rank < rep.commutant_dim

@@ -29,6 +29,7 @@ def _quiet():
         yield
 
 
+@pytest.mark.slow  # imports a peer library (tens of seconds under load)
 def test_circulant_equals_pidmd_circulant_once_pidmd_has_rank_d():
     pytest.importorskip("pydmd")
     rep = R.cyclic(10)
@@ -41,6 +42,7 @@ def test_circulant_equals_pidmd_circulant_once_pidmd_has_rank_d():
     assert np.abs(pidmd_matrix(short, "circulant") - a).max() > 1e-2
 
 
+@pytest.mark.slow  # imports a peer library (tens of seconds under load)
 def test_torus_equals_pidmd_bccb_with_column_major_blocks():
     pytest.importorskip("pydmd")
     rep = R.torus(3, 4)
@@ -49,6 +51,7 @@ def test_torus_equals_pidmd_bccb_with_column_major_blocks():
     assert np.abs(pidmd_matrix(x, "BCCB", (4, 3)) - ours).max() < 1e-10
 
 
+@pytest.mark.slow  # imports a peer library (tens of seconds under load)
 def test_pydmd_dmd_equals_least_squares_at_full_rank():
     pytest.importorskip("pydmd")
     rng = np.random.default_rng(2)
@@ -69,6 +72,7 @@ def test_constraints_describe_the_commutant():
     assert np.abs(lhs @ basis.T).max() == 0.0
 
 
+@pytest.mark.slow  # imports a peer library (tens of seconds under load)
 def test_constrained_sr3_without_sparsity_equals_commutant_least_squares():
     ps = pytest.importorskip("pysindy")
     pytest.importorskip("cvxpy")

@@ -87,6 +87,7 @@ def test_rotation_matrices_match_permutation_version():
     assert rep.min_trajectory_length() == 1
 
 
+@pytest.mark.slow  # imports a peer library (tens of seconds under load)
 def test_sympy_group_and_graph_automorphisms():
     sympy = pytest.importorskip("sympy.combinatorics")
     group = sympy.PermutationGroup([sympy.Permutation([1, 2, 3, 4, 5, 0])])

@@ -34,7 +34,13 @@ import numpy as np
 
 from .estimators import EquivariantLinearSystem, fit_commutant, one_step_r2, relative_residual
 from .representation import Representation
-from .validation import ParamsMixin, check_nonnegative, check_state, check_trajectories
+from .validation import (
+    ParamsMixin,
+    check_nonnegative,
+    check_state,
+    check_trajectories,
+    rescaled,
+)
 
 Criterion = Literal["residual", "bic"]
 NOISE_FREE_TOL = 1e-8
@@ -246,6 +252,11 @@ class SymmetryDiscovery(ParamsMixin):
             d = self._candidate_d() or np.asarray(x_next).shape[-1]
             self._start(d)
             self._trajectory = []
+        if np.shape(x_next)[-1:] != (self._d,):
+            raise ValueError(
+                f"partial_fit got a state of shape {np.shape(x_next)}, expected ({self._d},) or "
+                f"(n, {self._d}): this discovery was started with d = {self._d}"
+            )
         new = np.atleast_2d(check_state(x_next, self._d))
         self._trajectory.extend(new)
         if len(self._trajectory) < 2:
@@ -268,13 +279,15 @@ class SymmetryDiscovery(ParamsMixin):
         self._scores: list[CandidateScore] = []
         self._winner: int | None = None
 
-    def _threshold(self, score: CandidateScore, targets: np.ndarray) -> float:
-        """The largest normalised residual ``r`` at which ``score``'s candidate is consistent."""
+    def _threshold(self, score: CandidateScore, targets: np.ndarray, scale: float = 1.0) -> float:
+        """The largest normalised residual ``r`` at which ``score``'s candidate is consistent.
+
+        ``targets`` are the data divided by ``scale`` (see :func:`rescaled`)."""
         if self.tol is not None:
             return float(self.tol)
         if self.noise_std is not None:
             dof = score.n_equations - score.p
-            rss = self.noise_std**2 * (dof + 3.0 * math.sqrt(2.0 * dof))
+            rss = (self.noise_std / scale) ** 2 * (dof + 3.0 * math.sqrt(2.0 * dof))
             return math.sqrt(rss) / float(np.linalg.norm(targets))
         return NOISE_FREE_TOL
 
@@ -291,7 +304,7 @@ class SymmetryDiscovery(ParamsMixin):
         )
 
     def _examine(self, t: int) -> None:
-        states, targets = self._states[:t], self._targets[:t]
+        states, targets, scale = rescaled(self._states[:t], self._targets[:t])
         scores = self._score_all(states, targets)
         ok = [i for i, s in enumerate(scores) if s.testable and s.identifiable]
         if self.criterion == "bic":
@@ -302,7 +315,7 @@ class SymmetryDiscovery(ParamsMixin):
             winner, unique = best, best is not None and scores[best].name == previous
         else:
             for i in ok:
-                scores[i].threshold = self._threshold(scores[i], targets)
+                scores[i].threshold = self._threshold(scores[i], targets, scale)
                 scores[i].consistent = scores[i].residual <= scores[i].threshold
             winner, unique = self._smallest_consistent(scores, states, targets)
         self.history_.append((t, None if winner is None else scores[winner].name))
@@ -366,6 +379,7 @@ class SymmetryDiscovery(ParamsMixin):
         d = states.shape[1]
         if states.shape[0] <= d:
             return
+        states, targets, _ = rescaled(states, targets)
         sol = np.linalg.lstsq(states, targets, rcond=None)[0]
         resid = relative_residual(sol.T, states, targets)
         if resid > NOISE_FREE_TOL:

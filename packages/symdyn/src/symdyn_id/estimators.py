@@ -16,6 +16,7 @@ from .validation import (
     check_nonnegative,
     check_state,
     check_trajectories,
+    rescaled,
     warn_if_not_exciting,
 )
 
@@ -97,6 +98,9 @@ class EquivariantLinearSystem(ParamsMixin):
             raise ValueError(f"solver must be 'auto', 'fft' or 'basis', got {self.solver!r}")
         states, targets = check_trajectories(X, self.snapshots_axis, rep.d)
         warn_if_not_exciting(states, targets)
+        states, targets, scale = rescaled(states, targets)
+        # ||Y - M X||^2 + ridge ||M||^2 at unit scale: the penalty scales by 1 / scale^2
+        ridge = ridge / scale / scale
         a_hat, rank, p, used = fit_commutant(rep, states, targets, ridge, self.solver)
         self.A_ = a_hat
         self.design_rank_ = rank

@@ -32,9 +32,15 @@ def as_permutation(generator: Any, d: int, index: int = 0) -> np.ndarray:
         raise ValueError(f"generator {index} must hold integers, got {arr.tolist()[:5]}")
     perm = arr.astype(np.int64)
     if np.any(np.sort(perm) != np.arange(d)):
-        bad = sorted(set(range(d)) - set(perm.tolist()))[:5]
+        values = perm.tolist()
+        outside = sorted({v for v in values if not 0 <= v < d})[:5]
+        repeated = sorted({v for v in values if values.count(v) > 1})[:5]
+        missing = sorted(set(range(d)) - set(values))[:5]
+        found = [f"values {outside} are outside range({d})"] if outside else []
+        found += [f"values {repeated} repeat"] if repeated else []
         raise ValueError(
-            f"generator {index} is not a permutation of range({d}): values {bad} are missing"
+            f"generator {index} is not a permutation of range({d}): "
+            + "; ".join([*found, f"values {missing} are missing"])
         )
     return perm
 

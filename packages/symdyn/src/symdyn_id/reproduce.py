@@ -260,18 +260,25 @@ def _claims(report: Report, results: dict[str, list[dict[str, Any]]], control: l
             direction="higher",
             baseline_name="0.9 ('high accuracy')",
             samples=n,
-            note=f"a uniform random pick from the {runs[0]['library_size']}-candidate library "
-            f"scores {1 / runs[0]['library_size']:.3f}",
+            note=f"analytic chance level (not run): a uniform pick from the "
+            f"{runs[0]['library_size']}-candidate library is right with probability "
+            f"{1 / runs[0]['library_size']:.3f}",
         )
     report.claim(
         "discovery finds no symmetry in a generic system (control)",
         "fraction of generic systems given a non-trivial group",
         _fraction([c["ours_nontrivial"] for c in control]),
-        _fraction([c["worded_nontrivial"] for c in control]),
-        direction="lower",
-        baseline_name="the spec's rule without spare equations, T = 1",
+        0.0,
+        direction="close",
+        baseline_name="no generic system (0)",
+        tolerance=0.1,
         samples=len(control),
-        note="the rule as worded picks C_d (p = dT) for every generic system at T = 1",
+        note=(
+            "tolerance: at most 1 in 10 false symmetries; the spec's rule as worded, without "
+            "spare equations, gives a non-trivial group in "
+            f"{_fraction([c['worded_nontrivial'] for c in control]):.0%} of them at T = 1 (C_d, "
+            "p = dT, fits any data)"
+        ),
     )
     for key, rs in results.items():
         family, d = key.split("@")

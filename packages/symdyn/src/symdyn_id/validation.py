@@ -69,10 +69,24 @@ def check_trajectories(
     return states, targets
 
 
+def rescaled(states: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(states / s, targets / s, s)`` with ``s`` the largest magnitude (1 for all-zero data).
+
+    A is scale invariant; fitting at unit scale keeps norms and residuals away from underflow
+    (trajectories near 1e-200) and overflow (near 1e200). ``s`` is a power of two: exact.
+    """
+    peak = max(float(np.abs(states).max(initial=0.0)), float(np.abs(targets).max(initial=0.0)))
+    if peak == 0.0:
+        return states, targets, 1.0
+    scale = float(2.0 ** np.frexp(peak)[1])
+    return states / scale, targets / scale, scale
+
+
 def warn_if_not_exciting(states: np.ndarray, targets: np.ndarray) -> bool:
     """Warn (and return True) when the trajectory vanishes or stands still."""
-    first = float(np.linalg.norm(states[0]))
-    last = float(np.linalg.norm(targets[-1]))
+    # max-abs, not 2-norms: a squared norm underflows to 0 for states near 1e-200
+    first = float(np.abs(states[0]).max())
+    last = float(np.abs(targets[-1]).max())
     scale = max(first, float(np.abs(states).max()))
     reason = ""
     if scale == 0.0:
