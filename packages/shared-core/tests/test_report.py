@@ -219,3 +219,12 @@ def test_code_narrows_the_checkpoint_key_to_the_named_source(tmp_path, monkeypat
     assert Report("shared-core", "t", tmp_path).cached("step", lambda: 3, code=[_experiment]) == 3
     with pytest.raises(ValueError, match="names no module"):
         Report("shared-core", "t", tmp_path).cached("other", lambda: 4, code=[])
+
+
+def test_checkpoints_are_keyed_on_shared_core_too(tmp_path, monkeypatch):
+    import shared_core.report as report_module
+
+    Report("shared-core", "t", tmp_path).cached("step", lambda: 1)
+    monkeypatch.setattr(report_module, "_core_source", lambda: "edited shared-core")
+    again = Report("shared-core", "t", tmp_path)
+    assert again.cached("step", lambda: 2) == 2 and again.reused == []

@@ -17,8 +17,8 @@ A claim is *n/a* (``na`` names why, ``held`` is false) when the comparison is de
 infinite, a NaN on either side, or fewer than :data:`MIN_SAMPLES` samples behind it. Such a claim is
 reported "n/a", never "held".
 
-Checkpoints (:meth:`Report.cached`) are keyed on the package's version, a hash of the settings and a
-hash of the package's source files, so a result computed by other code or settings is never reused;
+Checkpoints (:meth:`Report.cached`) are keyed on the package's version, a hash of the settings, a
+hash of the package's source files and shared-core's version and source, so a result computed by other code or settings is never reused;
 the report lists every reused result with the date it was computed.
 """
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import json
 import math
@@ -167,6 +168,11 @@ def source_hash(module_name: str) -> str:
             digest.update(str(path.relative_to(root) if root.is_dir() else path.name).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _core_source() -> str:
+    return source_hash("shared_core")
 
 
 def object_source_hash(objects: Sequence[Any]) -> str:
@@ -316,7 +322,13 @@ class Report:
             if self._code is None:
                 self._code = source_hash(self.package.replace("-", "_"))
             source = self._code
-        identity = {"version": self.version, "code": source, "settings": self.settings}
+        # shared-core's own version and source too: the tiny models and loaders live here.
+        identity = {
+            "version": self.version,
+            "code": source,
+            "core": [package_version("shared-core"), _core_source()],
+            "settings": self.settings,
+        }
         digest = hashlib.sha256(
             json.dumps([key, identity], sort_keys=True, default=_json_default).encode()
         ).hexdigest()[:16]
