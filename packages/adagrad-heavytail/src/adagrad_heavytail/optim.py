@@ -209,9 +209,11 @@ class AdaGradNorm(Optimizer):
     """AdaGrad-Norm: ``v += ‖g‖₂²``; ``x -= lr · g / (eps + sqrt(v))`` with one scalar v per scope.
 
     ``scope``: ``"global"`` (one v over every parameter, the paper's algorithm), ``"group"`` (one per
-    parameter group) or ``"param"`` (one per tensor). Each parameter's state holds its scope's
-    ``"sum"`` (a 0-dim tensor), so ``state_dict`` round-trips. ``lr_decay``, ``weight_decay`` and
-    ``maximize`` as in :class:`AdaGrad`.
+    parameter group) or ``"param"`` (one per tensor). With ``scope="param"`` each parameter's state
+    holds its ``"sum"`` (a 0-dim float64 tensor); with ``"global"``/``"group"`` the scope's v lives
+    in :attr:`scope_sums` (key 0 for ``"global"``, the group's index for ``"group"``), so a
+    parameter without a gradient on some steps neither loses nor rolls back v. ``state_dict``
+    saves and restores both. ``lr_decay``, ``weight_decay`` and ``maximize`` as in :class:`AdaGrad`.
 
     Sharded parameters: gradients that are DTensors are reduced over their device mesh; with
     ``process_group`` set, every rank's gradients are taken as disjoint shards and their squared
@@ -250,15 +252,21 @@ class AdaGradNorm(Optimizer):
             "maximize": maximize,
         }
         super().__init__(params, defaults)
+        self.scope_sums: dict[int, torch.Tensor] = {}  # scope's v (float64 0-dim); not "param"
 
     def _state(self, p: torch.Tensor, group: dict[str, Any]) -> dict[str, Any]:
         state = self.state[p]
         if not state:
             state["step"] = torch.tensor(0.0)
-            state["sum"] = torch.tensor(
-                float(group["initial_accumulator_value"]), dtype=torch.float64, device=p.device
-            )
+            if self.scope == "param":
+                state["sum"] = self._initial(group, p.device)
         return state
+
+    @staticmethod
+    def _initial(group: dict[str, Any], device: torch.device) -> torch.Tensor:
+        return torch.tensor(
+            float(group["initial_accumulator_value"]), dtype=torch.float64, device=device
+        )
 
     def _squared_norms(self, grads: list[torch.Tensor]) -> torch.Tensor:
         """‖g_i‖² of every gradient (float64, on the first gradient's device), all-reduced if sharded."""
@@ -296,16 +304,28 @@ class AdaGradNorm(Optimizer):
         states = [self._state(p, group) for _, p, group in entries]
         squares = self._squared_norms(grads)
         keys = self._scope_keys(entries)
-        # one accumulator per scope key: the stored value (equal across the key's tensors) plus the sum
-        accumulators: dict[int, torch.Tensor] = {}
+        # one accumulator per scope key: its stored v plus this step's squared norm (summed first)
+        totals: dict[int, torch.Tensor] = {}
+        first: dict[int, dict[str, Any]] = {}
         for k, state, square in zip(keys, states, squares, strict=True):
-            if k not in accumulators:
-                accumulators[k] = state["sum"].to(squares.device)
-            accumulators[k] = accumulators[k] + square
+            totals[k] = totals[k] + square if k in totals else square
+            first.setdefault(k, state)
+        accumulators: dict[int, torch.Tensor] = {}
+        for k, total in totals.items():
+            if self.scope == "param":
+                stored = first[k]["sum"]
+            else:
+                stored = self.scope_sums.get(k)
+                if stored is None:  # v0; "global": the first group's initial_accumulator_value
+                    stored = self._initial(self.param_groups[k], squares.device)
+            accumulators[k] = stored.to(squares.device) + total
+        if self.scope != "param":
+            self.scope_sums.update(accumulators)
         factors = []
         for (_, _, group), k, state in zip(entries, keys, states, strict=True):
             state["step"] += 1
-            state["sum"] = accumulators[k].to(state["sum"].device)
+            if self.scope == "param":
+                state["sum"] = accumulators[k].to(state["sum"].device)
             denom = accumulators[k].sqrt() + group["eps"]
             clr = group["lr"] / (1 + (float(state["step"]) - 1) * group["lr_decay"])
             factors.append(torch.where(denom > 0, -clr / denom, torch.zeros_like(denom)))
@@ -325,6 +345,7 @@ class AdaGradNorm(Optimizer):
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()
         out["scope"] = self.scope
+        out["scope_sums"] = {k: v.clone() for k, v in self.scope_sums.items()}
         return out
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -334,7 +355,24 @@ class AdaGradNorm(Optimizer):
             raise ValueError(
                 f"state_dict was saved with scope={scope!r}, this optimizer has scope={self.scope!r}"
             )
+        scope_sums = state_dict.pop("scope_sums", None)
         super().load_state_dict(state_dict)
+        if scope_sums is None:  # a state_dict from 0.1.0: v in every parameter's "sum"
+            scope_sums = self._sums_from_parameter_state()
+        self.scope_sums = {int(k): v.detach().clone() for k, v in scope_sums.items()}
+
+    def _sums_from_parameter_state(self) -> dict[int, torch.Tensor]:
+        """v per scope from per-parameter ``"sum"`` entries (v only grows: the largest is the latest)."""
+        out: dict[int, torch.Tensor] = {}
+        if self.scope == "param":
+            return out
+        for gi, group in enumerate(self.param_groups):
+            k = 0 if self.scope == "global" else gi
+            for p in group["params"]:
+                stored = self.state.get(p, {}).pop("sum", None)
+                if stored is not None and (k not in out or bool(stored > out[k])):
+                    out[k] = stored.to(torch.float64)
+        return out
 
 
 def _global_norm(tensors: list[torch.Tensor]) -> torch.Tensor:

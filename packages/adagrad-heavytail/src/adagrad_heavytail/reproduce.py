@@ -301,11 +301,12 @@ def _controls(report: Report, args: ReproduceArgs) -> None:
 
 def _lower_bound(report: Report, args: ReproduceArgs) -> dict[str, Any]:
     # hitting times 2500..40000: the closed form's lower-order terms (the threshold's half width, the
-    # discrete sum's offset ζ(1/2)) stay within a few per cent
+    # discrete sum's offset ζ(1/2)) stay within a few per cent; --smoke: Δ = 30, times 225..3600
     gammas = [0.5, 0.7, 1.0, 1.4, 2.0]
+    delta = args.pick(smoke=30.0, quick=100.0, full=100.0)
     ramp = []
     for gamma in gammas:
-        inst = LB.ramp_instance(gamma, L=1.0, Delta=100.0, eps=0.5)
+        inst = LB.ramp_instance(gamma, L=1.0, Delta=delta, eps=0.5)
         t = float(LB.hitting_time("adagrad", inst, 10**6)[0])
         ramp.append(
             {"gamma": gamma, "hitting_time": t, "closed_form": inst.predicted_hitting_time()}
@@ -326,7 +327,7 @@ def _lower_bound(report: Report, args: ReproduceArgs) -> dict[str, Any]:
         h = LB.hitting_time(
             "adagrad",
             inst,
-            20_000,
+            args.pick(smoke=2_000, quick=20_000, full=20_000),
             seeds=args.pick(smoke=8, quick=64, full=256),
             noise=law,
             seed=args.seed,
