@@ -90,6 +90,11 @@ def _install_env() -> dict[str, str]:
     return env
 
 
+def _uv() -> str:
+    """nox's own environment carries uv; fall back to whatever PATH finds."""
+    return shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
+
+
 def _install(session: nox.Session, *args: str) -> None:
     session.install("-c", str(CONSTRAINTS), *args, env=_install_env())
 
@@ -427,7 +432,7 @@ class _UserInstall:
         self.info = PACKAGES[folder]
         self.venv = root / f"venv-{folder}"
         self.python = str(self.venv / "bin" / "python")
-        self.uv = shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
+        self.uv = _uv()
         self.env = {**os.environ, **_install_env()}
         self.log: list[str] = []
         self._run(self.uv, "venv", "-q", "-p", sys.executable, str(self.venv))
@@ -622,7 +627,7 @@ def lowest(session: nox.Session) -> None:
     registry has none (this repo's offline machines) the session says so and skips.
     """
     env = _install_env()
-    uv = shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
+    uv = _uv()
     python = str(Path(session.virtualenv.location) / "bin" / "python")
     probe = subprocess.run(
         [uv, "pip", "install", "--dry-run", "-p", python, "-c", str(LOWEST), "torch"],
