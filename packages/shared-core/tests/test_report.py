@@ -202,6 +202,22 @@ def test_missing_requirements_follows_nested_extras():
         missing_requirements("no-such-dist", "reproduce")
 
 
+def test_missing_requirements_skips_requirements_whose_marker_is_false(monkeypatch):
+    import importlib.metadata as md
+
+    requires = {
+        "demo-pkg": [
+            'numpy; extra == "reproduce"',
+            'no-such-dist-old; python_version < "3" and extra == "reproduce"',
+            'no-such-dist-other-os; sys_platform == "no-such-os" and extra == "reproduce"',
+            'no-such-dist-here; python_version >= "3" and extra == "reproduce"',
+        ]
+    }
+    real = md.requires
+    monkeypatch.setattr(md, "requires", lambda name: requires.get(name) or real(name))
+    assert missing_requirements("demo-pkg", "reproduce") == ["no-such-dist-here"]
+
+
 def _experiment(x):
     return x + 1
 

@@ -105,13 +105,23 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _marker_holds(marker: str, extra: str) -> bool:
+    """Whether an environment marker holds here for ``extra``: exactly with ``packaging``, else (a bare
+    install need not have it) judged on ``sys_platform`` alone, the only other marker our extras use."""
+    try:
+        from packaging.markers import Marker
+    except ImportError:
+        return "sys_platform" not in marker or sys.platform in marker
+    return Marker(marker).evaluate({"extra": extra})
+
+
 def missing_requirements(dist: str, extra: str) -> list[str]:
     """The distributions ``dist[extra]`` needs that are not installed, following nested extras.
 
     Raises :class:`importlib.metadata.PackageNotFoundError` if ``dist`` itself is not installed.
-    Reads the installed metadata (no ``packaging`` needed on a bare install); versions are not
-    checked, only presence. A requirement whose ``sys_platform`` marker names another platform (triton
-    on Linux, seen from macOS) is skipped.
+    Reads the installed metadata; versions are not checked, only presence. A requirement whose
+    marker is false here (``sys_platform == "linux"`` seen from macOS, an old ``python_version``) is
+    skipped: see :func:`_marker_holds`.
     """
     importlib.metadata.requires(dist)  # PackageNotFoundError if dist itself is not installed
     missing: list[str] = []
@@ -132,7 +142,7 @@ def missing_requirements(dist: str, extra: str) -> list[str]:
             extras = _EXTRA_MARKER.findall(marker)
             if wanted not in extras:
                 continue
-            if "sys_platform" in marker and sys.platform not in marker:
+            if not _marker_holds(marker, wanted):
                 continue
             match = _NAME.match(requirement)
             if match is None:
