@@ -165,13 +165,19 @@ def _unpack_sdist(outdir: Path, folder: str) -> Path:
 
 
 def _released_suites(
-    session: nox.Session, folders: list[str], name: str, *, core_from_pypi: bool = False
+    session: nox.Session,
+    folders: list[str],
+    name: str,
+    *,
+    core_from_pypi: bool = False,
+    keep: Path | None = None,
 ) -> None:
     """Install ``folders``' wheels with ``[test]`` (not editable) and run each suite from its sdist.
 
     This is what a release job does, so a test that reads a file the sdist lacks fails here first.
     With ``core_from_pypi`` shared-core comes from the index (a real release: shared-core released
-    first); otherwise from its wheel built here.
+    first); otherwise from its wheel built here. ``keep``: a folder that receives ``folders``' sdists
+    and wheels once their suites pass, so what is published is exactly what was tested.
     """
     _install(session, "build", "hatchling")
     outdir = Path(tempfile.mkdtemp(prefix="am-release-"))
@@ -194,6 +200,11 @@ def _released_suites(
                 session, name, *suites, f"--rootdir={outdir}", "-q",
                 "-m", "not slow and not gpu and not triton", posargs=False,
             )  # fmt: skip
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for folder in folders:
+                for kind in ("sdist", "wheel"):
+                    shutil.copy2(_artifact(outdir, folder, kind), keep)
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
 
@@ -211,17 +222,25 @@ def fast(session: nox.Session) -> None:
 
 @nox.session
 def release(session: nox.Session) -> None:
-    """One package's release job, run here: ``nox -s release -- <folder> [--core-from-pypi]``.
+    """One package's release job: ``nox -s release -- <folder> [--core-from-pypi] [--dist=DIR]``.
 
     Without a folder, every package. ``--core-from-pypi`` takes shared-core from the index, as a real
-    release does (release shared-core first).
+    release does (release shared-core first). ``--dist=DIR`` keeps the tested sdist and wheel there:
+    the files ``release.yml`` publishes.
     """
+    keep = [a.partition("=")[2] for a in session.posargs if a.startswith("--dist=")]
     folders = [a for a in session.posargs if not a.startswith("--")] or list(PACKAGES)
     unknown = sorted(set(folders) - set(PACKAGES))
     if unknown:
         session.error(f"no such package folder: {unknown}; choose from {sorted(PACKAGES)}")
     name = "release-" + ("all" if len(folders) > 1 else folders[0])
-    _released_suites(session, folders, name, core_from_pypi="--core-from-pypi" in session.posargs)
+    _released_suites(
+        session,
+        folders,
+        name,
+        core_from_pypi="--core-from-pypi" in session.posargs,
+        keep=Path(keep[-1]).resolve() if keep else None,
+    )
 
 
 @nox.session
