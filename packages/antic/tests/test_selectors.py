@@ -1,5 +1,6 @@
 """Selector mechanics: the spec's oracles (section 6) and the state round trip."""
 
+import numpy as np
 import pytest
 import torch
 from antic_compress.selectors import (
@@ -92,6 +93,16 @@ def test_surge_keeps_every_surge_frame_including_mid_skip():
     assert decisions[11] is False  # quiet, mid-skip
     assert decisions[12:15] == [True, True, True]  # the surge cancels the skip
     assert decisions[15] is True  # quiet again: keep and start a new skip
+
+
+def test_surge_median_is_numpys_mean_of_the_two_middles():
+    # Oracle: the official logic with np.median. At frame 5 the history is [2, 3, 10, 1]:
+    # np.median = 2.5, threshold 1.55 * 2.5 = 3.875 > 3.5, so frame 5 is quiet and mid-skip.
+    # (torch.median's lower middle, 2, gives 3.1 and would call it a surge.)
+    values = [1.0, 2.0, 3.0, 10.0, 1.0, 3.5]
+    assert 3.5 < 1.55 * float(np.median([2.0, 3.0, 10.0, 1.0]))
+    sel = SurgeSelector(window_size=3, history_len=4)
+    assert run(sel, surge_signal(values)) == [True, True, True, True, True, False]
 
 
 def test_surge_state_round_trip():

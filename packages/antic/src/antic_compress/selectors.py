@@ -10,6 +10,7 @@ but records the current index; we record the anchor's).
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -278,7 +279,9 @@ class SurgeSelector(TemporalSelector):
         if len(self.history) < self.history_len:
             self.history.append(a)
             return self._keep_current(frame)
-        surge = a > self.surge_factor * float(torch.tensor(list(self.history)).median())
+        # np.median (the official code): the mean of the two middle values for an even history;
+        # torch.median would take the lower one and call surges too early.
+        surge = a > self.surge_factor * statistics.median(self.history)
         if self.skip_remaining > 0:
             self.skip_remaining -= 1
             if surge:
