@@ -63,9 +63,13 @@ def test_bytes_on_disk_are_parameter_bytes_plus_metadata(tmp_path):
     stats = run.stats()
     values = N * N
     assert stats["total_cr"] == pytest.approx(5 * values / sum(r.n_params for r in records))
-    assert stats["total_cr_bytes"] == pytest.approx(
-        5 * values * 4 / sum(r.file_bytes for r in records)
-    )
+    # Every byte in the store's folder counts, store.json included.
+    on_disk = sum(f.stat().st_size for f in tmp_path.iterdir())
+    assert {f.name for f in tmp_path.iterdir()} == {"store.json"} | {
+        run.store.snapshot_path(r.index).name for r in records
+    }
+    assert stats["bytes_written"] == on_disk
+    assert stats["total_cr_bytes"] == pytest.approx(5 * values * 4 / on_disk)
     assert stats["total_cr"] == pytest.approx(stats["temporal_cr"] * stats["spatial_cr"])
     with open(run.store.snapshot_path(0), "rb") as f:
         assert struct.unpack("<Q", f.read(8))[0] + 8 == header_bytes(run.store.snapshot_path(0))

@@ -252,7 +252,7 @@ class ANTIC:
 
         ``spatial_cr`` = kept frames x N x F / stored parameters (keyframes amortised);
         ``total_cr`` = all frames x N x F / stored parameters; the ``_bytes`` variants divide the
-        raw frames' bytes by the files' bytes.
+        raw frames' bytes by every byte the store writes (snapshot files and ``store.json``).
         """
         records = self.store.records
         if not records or self.field_shape is None:
@@ -260,7 +260,7 @@ class ANTIC:
         values = math.prod(self.field_shape)
         itemsize = torch.empty((), dtype=self.coords.dtype).element_size()
         params = sum(r.n_params for r in records)
-        nbytes = sum(r.file_bytes for r in records)
+        nbytes = self.store.nbytes()
         kept, total = len(records), self.selector.total_num
         return {
             "frames": float(total),
