@@ -39,6 +39,20 @@ def rel_l2(x: Tensor, ref: Tensor) -> float:
     return d / r if r > 0 else d
 
 
+def _rank() -> int:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("distributed=True needs an initialised torch.distributed process group")
+    return dist.get_rank()
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    dist.barrier()
+
+
 class ANTIC:
     """The streaming compressor. Call :meth:`step` on every frame, in time order.
 
@@ -100,7 +114,13 @@ class ANTIC:
         if stop_at is not None and math.isnan(stop_at):
             raise ValueError("stop_at must be a number or None, got nan")
         self.selector, self.compressor, self.coords = selector, compressor, coords
-        self.store = store if isinstance(store, SnapshotStore) else SnapshotStore(store)
+        rank = _rank() if distributed else 0
+        # Data-parallel: every rank trains, rank 0 alone writes the store and the checkpoint.
+        self.store = (
+            store if isinstance(store, SnapshotStore) else SnapshotStore(store, writer=rank == 0)
+        )
+        if distributed:
+            _barrier()  # every rank has read the store before rank 0 writes to it
         self.initial = FitConfig(initial_epochs, lr, weight_decay, end_lr, batch_size)
         self.subsequent = FitConfig(subsequent_epochs, lr, weight_decay, end_lr, batch_size)
         self.adapter, self.lora_rank, self.reset_every_n = adapter, lora_rank, reset_every_n
@@ -294,9 +314,10 @@ class ANTIC:
             "solver_state": self._solver_state,
             "records": [asdict(r) for r in self.store.records],
         }
-        tmp = path.with_suffix(".tmp")
-        torch.save(state, tmp)
-        tmp.replace(path)
+        if self.store.writer:
+            tmp = path.with_suffix(".tmp")
+            torch.save(state, tmp)
+            tmp.replace(path)
         return path
 
     def set_solver_state(self, solver_state: dict[str, Any]) -> None:
