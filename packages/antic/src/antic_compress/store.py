@@ -225,6 +225,11 @@ class SnapshotStore:
     def decompress(self, k: int, coords: Tensor) -> Tensor:
         """Snapshot ``k`` at ``coords`` ``(N, D)``, de-normalised: ``(N, F)``."""
         model, stats = self.load_model(k)
+        in_dim, dtype = int(self.info["config"]["in_dim"]), next(model.parameters()).dtype
+        if coords.ndim != 2 or coords.shape[1] != in_dim:
+            raise ValueError(f"coords must be (N, {in_dim}), got {tuple(coords.shape)}")
+        if coords.dtype != dtype:
+            raise ValueError(f"coords are {coords.dtype} but the stored model is {dtype}")
         normalizer = NORMALIZERS[self.info["normalizer"]]
         model = model.to(coords.device)
         return normalizer.denormalize_with(

@@ -93,8 +93,10 @@ class ANTIC:
             raise ValueError(
                 f"reset_every_n must be an integer >= 0 (0: never), got {reset_every_n!r}"
             )
-        if coords.ndim != 2 or coords.shape[1] != compressor.in_dim:
-            raise ValueError(f"coords must be (N, {compressor.in_dim}), got {tuple(coords.shape)}")
+        if coords.ndim != 2 or coords.shape[1] != compressor.in_dim or coords.shape[0] < 1:
+            raise ValueError(
+                f"coords must be (N, {compressor.in_dim}) with N >= 1, got {tuple(coords.shape)}"
+            )
         param_dtype = next(compressor.model.parameters()).dtype
         if coords.dtype != param_dtype:
             raise ValueError(
@@ -131,6 +133,7 @@ class ANTIC:
             distributed,
         )
         self.field_shape: tuple[int, ...] | None = None
+        self.field_itemsize = torch.empty((), dtype=coords.dtype).element_size()
         self.t_last = -math.inf
         self.stopped = False
         self._times: dict[int, float] = {}
@@ -167,6 +170,10 @@ class ANTIC:
 
     def _check_field(self, field: Tensor, t: float) -> Tensor:
         field = torch.as_tensor(field)
+        if not field.is_floating_point():
+            raise TypeError(f"field at t={t} must be floating point, got {field.dtype}")
+        if not math.isfinite(t):
+            raise ValueError(f"t must be a finite number, got {t!r}")
         if not bool(torch.isfinite(field).all()):
             raise ValueError(f"field at t={t} contains NaN/Inf")
         if not t > self.t_last:
@@ -178,7 +185,15 @@ class ANTIC:
                     f"field of shape {tuple(field.shape)} has {field.numel()} values; coords {tuple(self.coords.shape)} "
                     f"and out_dim={f} need {n * f}"
                 )
+            if torch.finfo(field.dtype).bits > torch.finfo(self.coords.dtype).bits:
+                warnings.warn(
+                    f"the field is {field.dtype} but the model trains in {self.coords.dtype}: "
+                    f"frames are cast to {self.coords.dtype} (pass a {field.dtype} model and "
+                    "coords to keep the precision)",
+                    stacklevel=3,
+                )
             self.field_shape = tuple(field.shape)
+            self.field_itemsize = field.element_size()
             self.store.init(
                 self.compressor.model,
                 self.compressor.normalization,
@@ -278,7 +293,7 @@ class ANTIC:
         if not records or self.field_shape is None:
             raise RuntimeError("no snapshot stored yet")
         values = math.prod(self.field_shape)
-        itemsize = torch.empty((), dtype=self.coords.dtype).element_size()
+        itemsize = self.field_itemsize  # the raw frames as the user passed them
         params = sum(r.n_params for r in records)
         nbytes = self.store.nbytes()
         kept, total = len(records), self.selector.total_num
@@ -309,6 +324,7 @@ class ANTIC:
             "has_lora": has_lora(self.compressor.model),
             "snapshots": len(self.store),
             "field_shape": self.field_shape,
+            "field_itemsize": self.field_itemsize,
             "t_last": self.t_last,
             "times": dict(self._times),
             "solver_state": self._solver_state,
@@ -354,6 +370,7 @@ class ANTIC:
         compressor.model.load_state_dict(state["model"])
         self.store.truncate(state["snapshots"])
         self.field_shape = tuple(state["field_shape"]) if state["field_shape"] is not None else None
+        self.field_itemsize = int(state.get("field_itemsize", self.field_itemsize))
         self.t_last = float(state["t_last"])
         self._times = {int(k): float(v) for k, v in state["times"].items()}
         self._solver_state = state["solver_state"]
