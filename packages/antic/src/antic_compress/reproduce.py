@@ -2,10 +2,12 @@
 
 Three studies on generated data (nothing downloaded):
 
-1. *Temporal*: the physics-aware selectors against a uniform selector at the same budget (and a
-   random one, the negative control) on exact frames, so only the temporal choice differs: forced
-   Kolmogorov flow (several seeds), decaying turbulence, KdV soliton collisions, and a bursty
-   regime-switch series. Skipped frames are interpolated linearly in time.
+1. *Temporal*: the physics-aware selectors against uniform (and random) picks of the same number of
+   frames over the same span, on exact frames, so only the temporal choice differs: forced
+   Kolmogorov flow, decaying turbulence, KdV soliton collisions and a bursty regime-switch series
+   (several seeds each). Skipped frames are interpolated linearly in time. A claim holds only by a
+   strict paired margin (> 2 s.e.), is n/a below a temporal CR of 1.5, and a keep-all selector (the
+   negative control) must not hold.
 2. *Spatial*: the streaming loop on one Kolmogorov run with {LoRA r_a, LoRA r_b, full FT, scratch}
    (and the uniform selector with LoRA), reporting temporal/spatial/total CR, the per-snapshot and
    the all-frames rel-L2, the enstrophy-curve and energy-spectrum errors.
