@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("pysz")
 pytest.importorskip("zfpy")
@@ -68,3 +69,9 @@ def test_bad_bounds_and_non_finite():
     x[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         zfp_compress(x, 1e-2)
+
+
+def test_torch_tensors_that_require_grad_are_accepted():
+    x = torch.tensor(smooth_field(), requires_grad=True)
+    out = sz3_compress(x, 1e-2)
+    assert np.abs(out.recon - x.detach().numpy()).max() <= 1e-2

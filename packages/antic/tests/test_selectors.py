@@ -1,5 +1,6 @@
 """Selector mechanics: the spec's oracles (section 6) and the state round trip."""
 
+import numpy as np
 import pytest
 import torch
 from antic_compress.selectors import (
@@ -94,6 +95,16 @@ def test_surge_keeps_every_surge_frame_including_mid_skip():
     assert decisions[15] is True  # quiet again: keep and start a new skip
 
 
+def test_surge_median_is_numpys_mean_of_the_two_middles():
+    # Oracle: the official logic with np.median. At frame 5 the history is [2, 3, 10, 1]:
+    # np.median = 2.5, threshold 1.55 * 2.5 = 3.875 > 3.5, so frame 5 is quiet and mid-skip.
+    # (torch.median's lower middle, 2, gives 3.1 and would call it a surge.)
+    values = [1.0, 2.0, 3.0, 10.0, 1.0, 3.5]
+    assert 1.55 * float(np.median([2.0, 3.0, 10.0, 1.0])) > 3.5
+    sel = SurgeSelector(window_size=3, history_len=4)
+    assert run(sel, surge_signal(values)) == [True, True, True, True, True, False]
+
+
 def test_surge_state_round_trip():
     values = [1.0] * 15 + [2.0, 1.0, 1.0, 5.0] + [1.0] * 10
     a = SurgeSelector(window_size=3, history_len=8)
@@ -141,3 +152,14 @@ def test_non_finite_frame_is_rejected():
     sel.decide(torch.ones(3))
     with pytest.raises(ValueError, match="NaN/Inf"):
         sel.decide(torch.tensor([1.0, float("nan"), 1.0]))
+
+
+def test_state_dict_of_another_selector_or_settings_is_refused():
+    a = EnstrophySelector(window_size=3)
+    run(a, smooth_series(8))
+    with pytest.raises(ValueError, match=r"window_size': 3.*window_size': 7"):
+        EnstrophySelector(window_size=7).load_state_dict(a.state_dict())
+    with pytest.raises(
+        ValueError, match="SurgeSelector state_dict cannot be loaded into a Enstrophy"
+    ):
+        EnstrophySelector().load_state_dict(SurgeSelector().state_dict())

@@ -63,9 +63,13 @@ def test_bytes_on_disk_are_parameter_bytes_plus_metadata(tmp_path):
     stats = run.stats()
     values = N * N
     assert stats["total_cr"] == pytest.approx(5 * values / sum(r.n_params for r in records))
-    assert stats["total_cr_bytes"] == pytest.approx(
-        5 * values * 4 / sum(r.file_bytes for r in records)
-    )
+    # Every byte in the store's folder counts, store.json included.
+    on_disk = sum(f.stat().st_size for f in tmp_path.iterdir())
+    assert {f.name for f in tmp_path.iterdir()} == {"store.json"} | {
+        run.store.snapshot_path(r.index).name for r in records
+    }
+    assert stats["bytes_written"] == on_disk
+    assert stats["total_cr_bytes"] == pytest.approx(5 * values * 4 / on_disk)
     assert stats["total_cr"] == pytest.approx(stats["temporal_cr"] * stats["spatial_cr"])
     with open(run.store.snapshot_path(0), "rb") as f:
         assert struct.unpack("<Q", f.read(8))[0] + 8 == header_bytes(run.store.snapshot_path(0))
@@ -215,3 +219,27 @@ def test_batch_larger_than_n_is_clamped_with_a_warning(tmp_path):
         record = run.step(frames(1)[0][1], 0.1)
     assert any("clamped to 256" in str(w.message) for w in caught)
     assert record is not None and record.loss == record.loss  # finite, not a ZeroDivisionError
+
+
+def test_bad_times_dtypes_and_empty_coords(tmp_path):
+    f = frames(1)[0][1]
+    run = antic(tmp_path / "a")
+    with pytest.raises(ValueError, match="t must be a finite number, got nan"):
+        run.step(f, float("nan"))
+    with pytest.raises(TypeError, match=r"must be floating point, got torch\.int64"):
+        run.step(f.to(torch.int64), 0.1)
+    with pytest.raises(ValueError, match=r"with N >= 1, got \(0, 2\)"):
+        ANTIC(EnstrophySelector(), compressor(), torch.zeros(0, 2), tmp_path / "b")
+    run = antic(tmp_path / "c")
+    with pytest.warns(UserWarning, match=r"field is torch\.float64 but the model trains in"):
+        run.step(f.double(), 0.1)
+    assert run.stats()["total_cr_bytes"] == pytest.approx(N * N * 8 / run.store.nbytes())
+
+
+def test_decompress_checks_coords(tmp_path):
+    run = antic(tmp_path)
+    run.step(frames(1)[0][1], 0.1)
+    with pytest.raises(ValueError, match=r"coords must be \(N, 2\), got \(5, 3\)"):
+        run.store.decompress(0, torch.zeros(5, 3))
+    with pytest.raises(ValueError, match=r"coords are torch\.float64 but the stored model is"):
+        run.store.decompress(0, grid_coords(N).double())

@@ -24,6 +24,8 @@ class Compressed:
 
 
 def _as_array(x: object, allowed: tuple[type, ...], who: str) -> np.ndarray:
+    if hasattr(x, "detach"):  # a torch tensor, possibly on a GPU or requiring grad
+        x = x.detach().cpu()
     arr = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
     if arr.dtype.type not in allowed:
         names = ", ".join(np.dtype(t).name for t in allowed)

@@ -2,10 +2,12 @@
 
 Three studies on generated data (nothing downloaded):
 
-1. *Temporal*: the physics-aware selectors against a uniform selector at the same budget (and a
-   random one, the negative control) on exact frames, so only the temporal choice differs: forced
-   Kolmogorov flow (several seeds), decaying turbulence, KdV soliton collisions, and a bursty
-   regime-switch series. Skipped frames are interpolated linearly in time.
+1. *Temporal*: the physics-aware selectors against uniform (and random) picks of the same number of
+   frames over the same span, on exact frames, so only the temporal choice differs: forced
+   Kolmogorov flow, decaying turbulence, KdV soliton collisions and a bursty regime-switch series
+   (several seeds each). Skipped frames are interpolated linearly in time. A claim holds only by a
+   strict paired margin (> 2 s.e.), is n/a below a temporal CR of 1.5, and a keep-all selector (the
+   negative control) must not hold.
 2. *Spatial*: the streaming loop on one Kolmogorov run with {LoRA r_a, LoRA r_b, full FT, scratch}
    (and the uniform selector with LoRA), reporting temporal/spatial/total CR, the per-snapshot and
    the all-frames rel-L2, the enstrophy-curve and energy-spectrum errors.
@@ -15,6 +17,7 @@ Three studies on generated data (nothing downloaded):
 from __future__ import annotations
 
 import math
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -44,7 +47,7 @@ from antic_compress.selectors import (
 from antic_compress.store import SnapshotStore
 from antic_compress.streaming import ANTIC
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
-from shared_core.report import Report
+from shared_core.report import Claim, Report
 
 Tensor = torch.Tensor
 KDV_LENGTH = 50.0
@@ -62,6 +65,7 @@ def settings_for(args: ReproduceArgs) -> dict[str, Any]:
             temporal_n=16,
             temporal_T=1.0,
             temporal_nu=5e-3,
+            temporal_spinup=0.0,
             seeds=3,
             hidden=8,
             layers=2,
@@ -84,9 +88,10 @@ def settings_for(args: ReproduceArgs) -> dict[str, Any]:
             save_every=0.05,
             spinup=2.0,
             nu=1e-3,
-            temporal_n=64,
-            temporal_T=6.0,
+            temporal_n=32,
+            temporal_T=40.0,
             temporal_nu=2e-3,
+            temporal_spinup=0.0,
             seeds=3,
             hidden=32,
             layers=3,
@@ -109,9 +114,10 @@ def settings_for(args: ReproduceArgs) -> dict[str, Any]:
             save_every=0.025,
             spinup=2.0,
             nu=1e-3,
-            temporal_n=128,
-            temporal_T=20.0,
+            temporal_n=64,
+            temporal_T=60.0,
             temporal_nu=1e-3,
+            temporal_spinup=0.0,
             seeds=3,
             hidden=32,
             layers=3,
@@ -137,7 +143,7 @@ def kolmogorov_series(
 ) -> tuple[list[float], Tensor]:
     """Forced (after ``spinup``) or decaying (from t = 0) frames of the spatial or temporal study."""
     drag = 0.1 if forcing else 0.0
-    spin = s["spinup"] if forcing else 0.0
+    spin = (s["temporal_spinup"] if temporal else s["spinup"]) if forcing else 0.0
     n, T, nu = (
         (s["temporal_n"], s["temporal_T"], s["temporal_nu"])
         if temporal
@@ -221,29 +227,46 @@ def interp_scores(
     }
 
 
+class KeepAll(TemporalSelector):
+    """Keeps every frame: the negative control (a uniform selector of the same count is identical)."""
+
+    def _decide(self, frame: Tensor) -> bool:
+        return self._keep_current(frame)
+
+
 def compare_selectors(
     frames: Tensor,
     make: Callable[[], TemporalSelector],
     seed: int,
     curve: Callable[[Tensor], Tensor] = enstrophy,
 ) -> dict[str, Any]:
-    """The method, the uniform selector at its budget, and random draws at its budget (the control)."""
+    """The method against uniform and random picks of the SAME number of frames over the SAME span.
+
+    The span runs from frame 0 to the method's last kept frame (later frames would need
+    extrapolation); the uniform and random picks keep both ends of it and as many frames in all
+    as the method, so only where the frames fall differs.
+    """
     ours = kept_indices(make(), frames)
-    total = len(frames)
-    uniform = kept_indices(UniformSelector.matching(len(ours), total), frames)
+    last, count = ours[-1], len(ours)
+    uniform = kept_indices(UniformSelector.matching(count, last + 1), frames[: last + 1])
     g = torch.Generator().manual_seed(seed)
     randoms = [
-        sorted({0, *torch.randperm(total - 1, generator=g)[: len(ours) - 1].add(1).tolist()})
+        sorted(
+            {
+                0,
+                last,
+                *torch.randperm(max(last - 1, 0), generator=g)[: max(count - 2, 0)].add(1).tolist(),
+            }
+        )
         for _ in range(5)
     ]
-    last = min(
-        ours[-1], uniform[-1], *(r[-1] for r in randoms)
-    )  # score only frames every arm brackets
+    assert uniform[-1] == last and len(uniform) == count
     rand_scores = [interp_scores(frames, r, last, curve) for r in randoms]
     return {
-        "kept": len(ours),
-        "frames": total,
-        "temporal_cr": total / len(ours),
+        "kept": count,
+        "frames": len(frames),
+        "span": last + 1,
+        "temporal_cr": len(frames) / count,
         "pats": interp_scores(frames, ours, last, curve),
         "uniform": interp_scores(frames, uniform, last, curve),
         "random": {k: sum(r[k] for r in rand_scores) / len(rand_scores) for k in rand_scores[0]},
@@ -251,18 +274,16 @@ def compare_selectors(
 
 
 def temporal_study(s: dict[str, Any], seed: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"kolmogorov": []}
-    for i in progress(range(s["seeds"]), desc="temporal: forced Kolmogorov seeds"):
+    def enstrophy_selector() -> TemporalSelector:
+        return EnstrophySelector(window_size=5)
+
+    out: dict[str, Any] = {"kolmogorov": [], "decaying": [], "keep-all (control)": []}
+    for i in progress(range(s["seeds"]), desc="temporal: forced and decaying turbulence seeds"):
         _, frames = kolmogorov_series(s, seed + 42 + i, temporal=True)
-        out["kolmogorov"].append(
-            compare_selectors(frames, lambda: EnstrophySelector(window_size=5), seed + i)
-        )
-    out["decaying"] = []
-    for i in progress(range(s["seeds"]), desc="temporal: decaying turbulence seeds"):
+        out["kolmogorov"].append(compare_selectors(frames, enstrophy_selector, seed + i))
+        out["keep-all (control)"].append(compare_selectors(frames, KeepAll, seed + i))
         _, frames = kolmogorov_series(s, seed + 42 + i, forcing=None, temporal=True)
-        out["decaying"].append(
-            compare_selectors(frames, lambda: EnstrophySelector(window_size=5), seed + i)
-        )
+        out["decaying"].append(compare_selectors(frames, enstrophy_selector, seed + i))
 
     def quantile() -> TemporalSelector:
         return QuantileActivitySelector(activity=kdv_activity(KDV_LENGTH))
@@ -394,55 +415,120 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs)
 
 
-def temporal_claims(report: Report, temporal: dict[str, Any]) -> None:
-    forced = temporal["kolmogorov"]
-    n = len(forced)
-    report.claim(
-        "PATS mean error <= uniform at equal budget (forced Kolmogorov)",
-        "mean rel-L2, interpolated",
-        _mean([r["pats"]["mean_rel_l2"] for r in forced]),
-        _mean([r["uniform"]["mean_rel_l2"] for r in forced]),
+MIN_TEMPORAL_CR = 1.5  # below it a selector keeps nearly everything: its comparison says nothing
+
+
+def paired_claim(
+    report: Report,
+    name: str,
+    metric: str,
+    rows: Sequence[dict[str, Any]],
+    key: str,
+    arm: str = "pats",
+    base: str = "uniform",
+    baseline_name: str = "uniform, same count and span",
+    min_cr: float | None = MIN_TEMPORAL_CR,
+    note: str = "",
+) -> Claim:
+    """``arm`` below ``base`` on ``key`` by a strict margin: mean paired gap > 2 s.e. and > 0.
+
+    Ties never hold. With ``min_cr``, the claim is n/a when the arm's mean temporal CR is below it.
+    """
+    ours = [float(r[arm][key]) for r in rows]
+    theirs = [float(r[base][key]) for r in rows]
+    gaps = [b - a for a, b in zip(ours, theirs, strict=True)]
+    gap = _mean(gaps)
+    se = statistics.stdev(gaps) / math.sqrt(len(gaps)) if len(gaps) > 1 else math.inf
+    cr = _mean([r["temporal_cr"] for r in rows])
+    na = ""
+    if min_cr is not None and cr < min_cr:
+        na = f"temporal CR {cr:.2f} < {min_cr}: the selector keeps nearly every frame"
+    claim = Claim(
+        name=name,
+        metric=metric,
+        ours=_mean(ours),
+        baseline=_mean(theirs),
         direction="lower",
-        baseline_name="uniform, same budget",
-        samples=n,
-        note="the pilot found uniform lower (0.027 vs 0.034); the paper does not claim this",
+        baseline_name=baseline_name,
+        held=gap > 0 and gap > 2 * se,
+        note=f"paired gap {gap:.3g} +- {se:.2g} (s.e.), held iff > 2 s.e.; temporal CR {cr:.2f}"
+        + (f"; {note}" if note else ""),
+        samples=len(rows),
+        na=na,
+    )
+    report.claims.append(claim)
+    return claim
+
+
+def temporal_claims(report: Report, temporal: dict[str, Any]) -> None:
+    for regime, label, keys in (
+        ("kolmogorov", "forced Kolmogorov", ("mean_rel_l2", "max_rel_l2")),
+        ("decaying", "decaying turbulence", ("mean_rel_l2", "max_rel_l2")),
+        ("kdv", "KdV soliton collision", ("max_rel_l2", "peak_error")),
+        ("bursty", "bursty regime switches", ("max_rel_l2", "peak_error")),
+    ):
+        for key in keys:
+            what = {
+                "mean_rel_l2": ("mean error", "mean rel-L2, interpolated"),
+                "max_rel_l2": ("max error", "max rel-L2 over frames"),
+                "peak_error": ("activity-peak error", "peak error of the activity curve"),
+            }[key]
+            paired_claim(
+                report, f"PATS {what[0]} < uniform ({label})", what[1], temporal[regime], key
+            )
+    paired_claim(
+        report,
+        "negative control: keep-all < uniform at the same count (must not hold)",
+        "mean rel-L2, interpolated",
+        temporal["keep-all (control)"],
+        "mean_rel_l2",
+        arm="pats",
+        min_cr=None,
+        note="keeping every frame, the uniform pick of the same count is the same frames: a tie",
     )
     ctrl = temporal["kolmogorov"] + temporal["decaying"]
-    report.claim(
-        "negative control: uniform beats random frames at equal budget",
+    paired_claim(
+        report,
+        "control: uniform < random frames at the same count and span",
         "mean rel-L2, interpolated",
-        _mean([r["uniform"]["mean_rel_l2"] for r in ctrl]),
-        _mean([r["random"]["mean_rel_l2"] for r in ctrl]),
-        direction="lower",
-        baseline_name="random frames, same budget",
-        samples=len(ctrl),
-        note="if this failed, equal-budget comparisons would not tell selectors apart",
+        ctrl,
+        "mean_rel_l2",
+        arm="uniform",
+        base="random",
+        baseline_name="random frames, same count and span",
+        min_cr=None,
+        note="if this failed, equal-count comparisons could not tell selections apart",
     )
-    for regime, label in (
-        ("decaying", "decaying turbulence"),
-        ("kdv", "KdV soliton collision"),
-        ("bursty", "bursty regime switches"),
-    ):
-        rows = temporal[regime]
-        report.claim(
-            f"PATS max error <= uniform ({label})",
-            "max rel-L2 over frames",
-            _mean([r["pats"]["max_rel_l2"] for r in rows]),
-            _mean([r["uniform"]["max_rel_l2"] for r in rows]),
-            direction="lower",
-            baseline_name="uniform, same budget",
-            samples=len(rows),
-            note="the regime search of the issue: where does the selector pay?",
-        )
-        report.claim(
-            f"PATS captures activity peaks better ({label})",
-            "peak error of the activity curve",
-            _mean([r["pats"]["peak_error"] for r in rows]),
-            _mean([r["uniform"]["peak_error"] for r in rows]),
-            direction="lower",
-            baseline_name="uniform, same budget",
-            samples=len(rows),
-        )
+
+
+def mlp_plus_parameters(in_dim: int, out_dim: int, hidden: int, layers: int, fourier: int) -> int:
+    """MLP+'s parameter count from its architecture (the prediction side of the CR claim).
+
+    Fourier matrix, first Linear, ``layers - 1`` hidden Linears, ``layers`` LayerNorms, output.
+    """
+    return (
+        in_dim * fourier // 2
+        + (fourier + 1) * hidden
+        + (layers - 1) * (hidden + 1) * hidden
+        + layers * 2 * hidden
+        + (hidden + 1) * out_dim
+    )
+
+
+def lora_parameters(hidden: int, layers: int, fourier: int, rank: int) -> int:
+    """LoRA factors ``A (in, r)`` and ``B (r, out)`` on MLP+'s ``layers`` hidden Linears."""
+    return rank * (fourier + hidden) + (layers - 1) * rank * 2 * hidden
+
+
+def predicted_spatial_cr(s: dict[str, Any], kept: int, rank: int) -> tuple[float, int]:
+    """Kept frames' float32 values over the predicted parameters, and the predicted keyframes.
+
+    A keyframe is the first snapshot and every ``reset``-th selection: ``1 + kept // reset``.
+    """
+    keys = 1 + kept // s["reset"] if s["reset"] > 1 else kept
+    full = mlp_plus_parameters(2, 1, s["hidden"], s["layers"], s["fourier"])
+    delta = lora_parameters(s["hidden"], s["layers"], s["fourier"], rank)
+    return kept * s["n"] ** 2 / (keys * full + (kept - keys) * delta), keys
 
 
 def spatial_claims(report: Report, s: dict[str, Any], spatial: dict[str, Any]) -> None:
@@ -461,22 +547,21 @@ def spatial_claims(report: Report, s: dict[str, Any], spatial: dict[str, Any]) -
     )
     rb = s["ranks"][1]
     lora = spatial[f"lora r={rb}"]
-    keys = lora["keyframes"]
-    kept = lora["snapshots"]
-    predicted = (
-        kept * s["n"] ** 2 / (keys * lora["n_params_key"] + (kept - keys) * lora["n_params_delta"])
-    )
+    kept = int(lora["snapshots"])
+    predicted, keys = predicted_spatial_cr(s, kept, rb)
     report.claim(
-        f"LoRA r={rb} spatial CR = parameter ratio, keyframes amortised",
-        "spatial CR from real bytes",
+        f"LoRA r={rb} spatial CR from bytes on disk = the architecture's parameter ratio",
+        "spatial CR: raw bytes / every byte the store wrote",
         lora["spatial_cr_bytes"],
         predicted,
         direction="close",
         tolerance=0.1 * predicted,
-        baseline_name="N*F*kept / (K*P_full + (kept-K)*P_lora)",
-        samples=int(kept),
-        note=f"{int(keys)} keyframes of {lora['n_params_key']} params, deltas of {lora['n_params_delta']}; "
-        "the bytes add the safetensors header and normaliser stats",
+        baseline_name="closed form N*F*kept / (K*P_full + (kept-K)*P_lora), K = 1 + kept//reset",
+        samples=kept,
+        note=f"P_full = {mlp_plus_parameters(2, 1, s['hidden'], s['layers'], s['fourier'])}, "
+        f"P_lora = {lora_parameters(s['hidden'], s['layers'], s['fourier'], rb)} from the "
+        f"architecture, K = {keys} predicted ({int(lora['keyframes'])} stored); the bytes add "
+        "safetensors headers, normaliser stats and store.json (tolerance 10 %)",
     )
     report.claim(
         f"LoRA r={rb} error within 2x of full FT",

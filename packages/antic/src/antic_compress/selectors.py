@@ -10,6 +10,7 @@ but records the current index; we record the anchor's).
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -106,9 +107,23 @@ class TemporalSelector:
             "last_selected": None if self.last_selected is None else self.last_selected.clone(),
         }
         state.update(self._extra_state())
+        state["selector"], state["config"] = type(self).__name__, self._config()
         return state
 
+    def _config(self) -> dict[str, Any]:
+        """The constructor's settings that ``decide`` depends on (checked by ``load_state_dict``)."""
+        return {}
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` of a selector of the same class and settings."""
+        kind = state.get("selector", type(self).__name__)
+        if kind != type(self).__name__:
+            raise ValueError(f"a {kind} state_dict cannot be loaded into a {type(self).__name__}")
+        config = state.get("config", self._config())
+        if config != self._config():
+            raise ValueError(
+                f"the state_dict is of a {kind} with settings {config}, this one has {self._config()}"
+            )
         self.total_num = int(state["total_num"])
         self.selected_num = int(state["selected_num"])
         self.idx = int(state["idx"])
@@ -154,6 +169,16 @@ class EnstrophySelector(TemporalSelector):
         self._reset_window()
         self.maxx_flux = 0.0
         self.last_selected_e = 0.0
+
+    def _config(self) -> dict[str, Any]:
+        metric = (
+            "max_abs" if self.metric is _max_abs else getattr(self.metric, "__name__", "custom")
+        )
+        return {
+            "metric": metric,
+            "window_size": self.window_size,
+            "corr_threshold": self.corr_threshold,
+        }
 
     def _reset_window(self) -> None:
         self.queue: deque[tuple[Tensor, float, float]] = deque()
@@ -265,6 +290,14 @@ class SurgeSelector(TemporalSelector):
         self.surge_count = 0
         self.skip_remaining = 0
 
+    def _config(self) -> dict[str, Any]:
+        return {
+            "window_size": self.window_size,
+            "surge_factor": self.surge_factor,
+            "history_len": self.history_len,
+            "patience_factor": self.patience_factor,
+        }
+
     @property
     def patience_limit(self) -> int:
         return self.window_size * self.patience_factor
@@ -278,7 +311,9 @@ class SurgeSelector(TemporalSelector):
         if len(self.history) < self.history_len:
             self.history.append(a)
             return self._keep_current(frame)
-        surge = a > self.surge_factor * float(torch.tensor(list(self.history)).median())
+        # np.median (the official code): the mean of the two middle values for an even history;
+        # torch.median would take the lower one and call surges too early.
+        surge = a > self.surge_factor * statistics.median(self.history)
         if self.skip_remaining > 0:
             self.skip_remaining -= 1
             if surge:
@@ -352,6 +387,13 @@ class QuantileActivitySelector(TemporalSelector):
         self.activity = activity if activity is not None else kdv_activity()
         self.history: deque[float] = deque(maxlen=window_size)
 
+    def _config(self) -> dict[str, Any]:
+        return {
+            "high_quantile": self.high_quantile,
+            "low_quantile": self.low_quantile,
+            "window_size": self.window_size,
+        }
+
     def _init(self, frame: Tensor) -> None:
         self.history.clear()
         self.history.append(self.activity(frame))
@@ -391,6 +433,9 @@ class UniformSelector(TemporalSelector):
             raise ValueError(f"need 1 <= kept <= total, got kept={kept}, total={total}")
         # Just under total/kept so that the last slot lands inside the series.
         return cls(max(1.0, (total - 1) / max(kept - 1, 1) - 1e-9) if kept > 1 else float(total))
+
+    def _config(self) -> dict[str, Any]:
+        return {"stride": self.stride}
 
     def _decide(self, frame: Tensor) -> bool:
         if math.floor(self.idx / self.stride) > math.floor((self.idx - 1) / self.stride):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save, save_file
 
 from antic_compress.fields import NeuralField, add_lora, apply_lora_state, build_model
 from antic_compress.normalizers import NORMALIZERS
@@ -83,16 +83,25 @@ def header_bytes(path: str | Path) -> int:
 
 
 class SnapshotStore:
-    """A folder of compressed snapshots; usable alone for reading (``decompress``, ``times``)."""
+    """A folder of compressed snapshots; usable alone for reading (``decompress``, ``times``).
 
-    def __init__(self, path: str | Path) -> None:
+    With ``writer=False`` (the non-zero ranks of a data-parallel run) the store keeps its records
+    and byte counts in memory and writes nothing: rank 0 writes the files.
+    """
+
+    def __init__(self, path: str | Path, writer: bool = True) -> None:
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.writer = writer
+        if writer:
+            self.path.mkdir(parents=True, exist_ok=True)
         self._index_path = self.path / "store.json"
         self.info: dict[str, Any] = {}
         self.records: list[SnapshotRecord] = []
+        self.index_bytes = 0
         if self._index_path.exists():
-            data = json.loads(self._index_path.read_text())
+            text = self._index_path.read_bytes()
+            self.index_bytes = len(text)
+            data = json.loads(text)
             self.info = data["info"]
             self.records = [SnapshotRecord(**r) for r in data["records"]]
 
@@ -138,28 +147,41 @@ class SnapshotStore:
             [v.detach().reshape(-1).to(torch.float32).cpu() for v in norm_stats.values()]
         )
         path = self.snapshot_path(record.index)
-        tmp = path.with_suffix(".tmp")
-        save_file(tensors, str(tmp))
-        os.replace(tmp, path)
+        if self.writer:
+            tmp = path.with_suffix(".tmp")
+            save_file(tensors, str(tmp))
+            os.replace(tmp, path)
+            record.file_bytes = path.stat().st_size
+        else:  # the same bytes, counted without writing them
+            record.file_bytes = len(save(tensors))
         record.param_bytes = sum(v.numel() * v.element_size() for v in params.values())
-        record.file_bytes = path.stat().st_size
         self.records.append(record)
         self._write_index()
         return record
 
     def truncate(self, n: int) -> None:
         """Forget snapshots ``n`` and later (a resume from a checkpoint taken at ``n`` snapshots)."""
-        for r in self.records[n:]:
+        for r in self.records[n:] if self.writer else []:
             self.snapshot_path(r.index).unlink(missing_ok=True)
         self.records = self.records[:n]
         self._write_index()
 
     def _write_index(self) -> None:
-        tmp = self._index_path.with_suffix(".tmp")
-        tmp.write_text(
-            json.dumps({"info": self.info, "records": [asdict(r) for r in self.records]}, indent=1)
-        )
-        os.replace(tmp, self._index_path)
+        # Compact JSON: the index is part of what the store costs (an indented one was ~20 % of
+        # the bytes of a small run).
+        text = json.dumps(
+            {"info": self.info, "records": [asdict(r) for r in self.records]},
+            separators=(",", ":"),
+        ).encode()
+        self.index_bytes = len(text)
+        if self.writer:
+            tmp = self._index_path.with_suffix(".tmp")
+            tmp.write_bytes(text)
+            os.replace(tmp, self._index_path)
+
+    def nbytes(self) -> int:
+        """Every byte the store writes: the snapshot files and ``store.json``."""
+        return sum(r.file_bytes for r in self.records) + self.index_bytes
 
     # -- reading ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -203,6 +225,11 @@ class SnapshotStore:
     def decompress(self, k: int, coords: Tensor) -> Tensor:
         """Snapshot ``k`` at ``coords`` ``(N, D)``, de-normalised: ``(N, F)``."""
         model, stats = self.load_model(k)
+        in_dim, dtype = int(self.info["config"]["in_dim"]), next(model.parameters()).dtype
+        if coords.ndim != 2 or coords.shape[1] != in_dim:
+            raise ValueError(f"coords must be (N, {in_dim}), got {tuple(coords.shape)}")
+        if coords.dtype != dtype:
+            raise ValueError(f"coords are {coords.dtype} but the stored model is {dtype}")
         normalizer = NORMALIZERS[self.info["normalizer"]]
         model = model.to(coords.device)
         return normalizer.denormalize_with(

@@ -39,6 +39,20 @@ def rel_l2(x: Tensor, ref: Tensor) -> float:
     return d / r if r > 0 else d
 
 
+def _rank() -> int:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("distributed=True needs an initialised torch.distributed process group")
+    return dist.get_rank()
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    dist.barrier()
+
+
 class ANTIC:
     """The streaming compressor. Call :meth:`step` on every frame, in time order.
 
@@ -79,8 +93,10 @@ class ANTIC:
             raise ValueError(
                 f"reset_every_n must be an integer >= 0 (0: never), got {reset_every_n!r}"
             )
-        if coords.ndim != 2 or coords.shape[1] != compressor.in_dim:
-            raise ValueError(f"coords must be (N, {compressor.in_dim}), got {tuple(coords.shape)}")
+        if coords.ndim != 2 or coords.shape[1] != compressor.in_dim or coords.shape[0] < 1:
+            raise ValueError(
+                f"coords must be (N, {compressor.in_dim}) with N >= 1, got {tuple(coords.shape)}"
+            )
         param_dtype = next(compressor.model.parameters()).dtype
         if coords.dtype != param_dtype:
             raise ValueError(
@@ -100,7 +116,13 @@ class ANTIC:
         if stop_at is not None and math.isnan(stop_at):
             raise ValueError("stop_at must be a number or None, got nan")
         self.selector, self.compressor, self.coords = selector, compressor, coords
-        self.store = store if isinstance(store, SnapshotStore) else SnapshotStore(store)
+        rank = _rank() if distributed else 0
+        # Data-parallel: every rank trains, rank 0 alone writes the store and the checkpoint.
+        self.store = (
+            store if isinstance(store, SnapshotStore) else SnapshotStore(store, writer=rank == 0)
+        )
+        if distributed:
+            _barrier()  # every rank has read the store before rank 0 writes to it
         self.initial = FitConfig(initial_epochs, lr, weight_decay, end_lr, batch_size)
         self.subsequent = FitConfig(subsequent_epochs, lr, weight_decay, end_lr, batch_size)
         self.adapter, self.lora_rank, self.reset_every_n = adapter, lora_rank, reset_every_n
@@ -111,6 +133,7 @@ class ANTIC:
             distributed,
         )
         self.field_shape: tuple[int, ...] | None = None
+        self.field_itemsize = torch.empty((), dtype=coords.dtype).element_size()
         self.t_last = -math.inf
         self.stopped = False
         self._times: dict[int, float] = {}
@@ -147,6 +170,10 @@ class ANTIC:
 
     def _check_field(self, field: Tensor, t: float) -> Tensor:
         field = torch.as_tensor(field)
+        if not field.is_floating_point():
+            raise TypeError(f"field at t={t} must be floating point, got {field.dtype}")
+        if not math.isfinite(t):
+            raise ValueError(f"t must be a finite number, got {t!r}")
         if not bool(torch.isfinite(field).all()):
             raise ValueError(f"field at t={t} contains NaN/Inf")
         if not t > self.t_last:
@@ -158,7 +185,15 @@ class ANTIC:
                     f"field of shape {tuple(field.shape)} has {field.numel()} values; coords {tuple(self.coords.shape)} "
                     f"and out_dim={f} need {n * f}"
                 )
+            if torch.finfo(field.dtype).bits > torch.finfo(self.coords.dtype).bits:
+                warnings.warn(
+                    f"the field is {field.dtype} but the model trains in {self.coords.dtype}: "
+                    f"frames are cast to {self.coords.dtype} (pass a {field.dtype} model and "
+                    "coords to keep the precision)",
+                    stacklevel=3,
+                )
             self.field_shape = tuple(field.shape)
+            self.field_itemsize = field.element_size()
             self.store.init(
                 self.compressor.model,
                 self.compressor.normalization,
@@ -252,15 +287,15 @@ class ANTIC:
 
         ``spatial_cr`` = kept frames x N x F / stored parameters (keyframes amortised);
         ``total_cr`` = all frames x N x F / stored parameters; the ``_bytes`` variants divide the
-        raw frames' bytes by the files' bytes.
+        raw frames' bytes by every byte the store writes (snapshot files and ``store.json``).
         """
         records = self.store.records
         if not records or self.field_shape is None:
             raise RuntimeError("no snapshot stored yet")
         values = math.prod(self.field_shape)
-        itemsize = torch.empty((), dtype=self.coords.dtype).element_size()
+        itemsize = self.field_itemsize  # the raw frames as the user passed them
         params = sum(r.n_params for r in records)
-        nbytes = sum(r.file_bytes for r in records)
+        nbytes = self.store.nbytes()
         kept, total = len(records), self.selector.total_num
         return {
             "frames": float(total),
@@ -289,14 +324,16 @@ class ANTIC:
             "has_lora": has_lora(self.compressor.model),
             "snapshots": len(self.store),
             "field_shape": self.field_shape,
+            "field_itemsize": self.field_itemsize,
             "t_last": self.t_last,
             "times": dict(self._times),
             "solver_state": self._solver_state,
             "records": [asdict(r) for r in self.store.records],
         }
-        tmp = path.with_suffix(".tmp")
-        torch.save(state, tmp)
-        tmp.replace(path)
+        if self.store.writer:
+            tmp = path.with_suffix(".tmp")
+            torch.save(state, tmp)
+            tmp.replace(path)
         return path
 
     def set_solver_state(self, solver_state: dict[str, Any]) -> None:
@@ -333,6 +370,7 @@ class ANTIC:
         compressor.model.load_state_dict(state["model"])
         self.store.truncate(state["snapshots"])
         self.field_shape = tuple(state["field_shape"]) if state["field_shape"] is not None else None
+        self.field_itemsize = int(state.get("field_itemsize", self.field_itemsize))
         self.t_last = float(state["t_last"])
         self._times = {int(k): float(v) for k, v in state["times"].items()}
         self._solver_state = state["solver_state"]
