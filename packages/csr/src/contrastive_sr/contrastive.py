@@ -166,7 +166,7 @@ class ContrastiveMetric(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         from sklearn.utils import check_random_state
 
         seed = check_random_state(self.random_state).randint(2**31 - 1)
-        self.W_ = solve_transformation_matrix(
+        W = solve_transformation_matrix(
             X,
             y,
             float(self.reg),
@@ -174,8 +174,9 @@ class ContrastiveMetric(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             np.random.default_rng(seed),
             self.n_components,
         )
-        self.metric_ = self.W_ @ self.W_.T
-        self._n_features_out = self.W_.shape[1]  # feature names for set_output
+        self.W_: np.ndarray = W
+        self.metric_ = W @ W.T
+        self._n_features_out = int(W.shape[1])  # feature names for set_output
         return self
 
     def transform(self, X: Any) -> np.ndarray:
