@@ -1,6 +1,6 @@
 """Benchmarks of contrastive-sr against its peers, each a ratio measured in one run.
 
-    python packages/csr/benchmarks/bench_csr.py [--quick]
+    python packages/csr/benchmarks/bench_csr.py [--quick] [--only NAME ...]
 
 1. Leave-one-out K selection (every K = 1..30 from one neighbour query) against naive
    leave-one-out with scikit-learn's ``KNeighborsRegressor`` (one pass per K: n fits) and against
@@ -8,8 +8,9 @@
 2. The closed-form contrastive W against torch Adam (500 steps) on the same objective: time, and
    the objective each reaches.
 3. The contrastive normal equations from moments against upstream's explicit B.
-4. A whole fit against gplearn's ``SymbolicRegressor`` at an equal number of evaluations, on
-   ``make_friedman1``: time and test R².
+4. A whole fit against gplearn's ``SymbolicRegressor`` at equal conditions (population,
+   populations evaluated, threads, seed), on ``make_friedman1``: wall and CPU time ratios from
+   interleaved repeats, and test R².
 """
 
 from __future__ import annotations
@@ -59,12 +60,6 @@ def loo_k(quick: bool) -> dict:
         "naive_one_k_s": one.baseline_s,
         "gridsearch_s": gs.baseline_s,
     }
-
-
-def _time(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def closed_form_vs_adam(quick: bool) -> dict:
@@ -120,6 +115,16 @@ def moments_vs_explicit_b(quick: bool) -> dict:
 
 
 def fit_vs_gplearn(quick: bool) -> dict:
+    """A whole fit against gplearn at equal conditions, timed by ``compare`` (interleaved pairs,
+    median ratio) in wall time and, per pair, in process CPU time (robust to a loaded machine).
+
+    Equal conditions: the same split, population 50 and 10 populations each (ours: the initial
+    one plus ``n_gen=9``; gplearn: ``generations=10``), i.e. 500 evaluations each, one thread
+    each (``threadpool_limits(1)`` around everything, gplearn ``n_jobs=1``), the same seed in
+    every repeat, every other setting at its default.
+    """
+    import statistics
+
     from contrastive_sr import ContrastiveSymbolicRegressor
     from gplearn.genetic import SymbolicRegressor
     from sklearn.datasets import make_friedman1
@@ -128,32 +133,59 @@ def fit_vs_gplearn(quick: bool) -> dict:
     X, y = make_friedman1(500, noise=1.0, random_state=0)
     Xtr, Xte, ytr, yte = train_test_split(X, y, random_state=0)
     pop, gen = (50, 9) if quick else (100, 19)
-    # equal evaluations: ours evaluates n_pop * (n_gen + 1), gplearn population * generations
-    ours = ContrastiveSymbolicRegressor(n_pop=pop, n_gen=gen, ensemble_size=min(30, pop),
-                                        random_state=0)  # fmt: skip
-    peer = SymbolicRegressor(population_size=pop, generations=gen + 1, random_state=0)
-    t0 = _time(lambda: ours.fit(Xtr, ytr))
-    t1 = _time(lambda: peer.fit(Xtr, ytr))
-    return {"evaluations": pop * (gen + 1), "ours_s": t0, "gplearn_s": t1,
-            "time_ratio": t0 / t1, "ours_r2": ours.score(Xte, yte),
-            "gplearn_r2": peer.score(Xte, yte)}  # fmt: skip
+    cpu: dict[str, list[float]] = {"ours": [], "gplearn": []}
+    r2: dict[str, float] = {}
+
+    def timed(label: str, make):
+        def fit() -> None:
+            model = make()
+            start = time.process_time()
+            model.fit(Xtr, ytr)
+            cpu[label].append(time.process_time() - start)
+            r2[label] = float(model.score(Xte, yte))
+
+        return fit
+
+    def ours():
+        return ContrastiveSymbolicRegressor(
+            n_pop=pop, n_gen=gen, ensemble_size=min(30, pop), random_state=0
+        )
+
+    def peer():
+        return SymbolicRegressor(population_size=pop, generations=gen + 1, random_state=0, n_jobs=1)
+
+    c = compare(timed("ours", ours), timed("gplearn", peer), name="CSR fit",
+                baseline_name="gplearn fit", repeats=3 if quick else 5, warmup=0)  # fmt: skip
+    cpu_ratios = [a / b for a, b in zip(cpu["ours"], cpu["gplearn"], strict=True)]
+    return {"evaluations": pop * (gen + 1), "repeats": c.repeats,
+            "wall_ratio": c.ratio, "wall_ratio_q25_q75": [c.ratio_q25, c.ratio_q75],
+            "ours_wall_s": c.candidate_s, "gplearn_wall_s": c.baseline_s,
+            "cpu_ratio": statistics.median(cpu_ratios),
+            "ours_cpu_s": statistics.median(cpu["ours"]),
+            "gplearn_cpu_s": statistics.median(cpu["gplearn"]),
+            "ours_r2": r2["ours"], "gplearn_r2": r2["gplearn"]}  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), default=list(BENCHMARKS),
+                        help="run only these benchmarks")  # fmt: skip
     args = parser.parse_args()
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     with threadpool_limits(1):  # every side on one BLAS thread
-        out["loo_k"] = loo_k(args.quick)
-        print(json.dumps(out["loo_k"], indent=1), flush=True)
-        out["closed_form_vs_adam"] = closed_form_vs_adam(args.quick)
-        print(json.dumps(out["closed_form_vs_adam"], indent=1), flush=True)
-        out["moments_vs_explicit_b"] = moments_vs_explicit_b(args.quick)
-        print(json.dumps(out["moments_vs_explicit_b"], indent=1), flush=True)
-        out["fit_vs_gplearn"] = fit_vs_gplearn(args.quick)
-        print(json.dumps(out["fit_vs_gplearn"], indent=1), flush=True)
+        for name in args.only:
+            out[name] = BENCHMARKS[name](args.quick)
+            print(json.dumps({name: out[name]}, indent=1), flush=True)
     print(json.dumps(out))
+
+
+BENCHMARKS = {
+    "loo_k": loo_k,
+    "closed_form_vs_adam": closed_form_vs_adam,
+    "moments_vs_explicit_b": moments_vs_explicit_b,
+    "fit_vs_gplearn": fit_vs_gplearn,
+}
 
 
 if __name__ == "__main__":

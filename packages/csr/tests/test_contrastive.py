@@ -93,3 +93,27 @@ def test_transformer_api(data):
         ContrastiveMetric(reg=-1.0).fit(Phi, r)
     with pytest.raises(ValueError, match="features"):
         est.transform(Phi[:, :2])
+
+
+def test_relative_reg_is_on_the_data_terms_scale():
+    from contrastive_sr.contrastive import normal_equations
+
+    rng = np.random.default_rng(3)
+    Phi, r = rng.normal(size=(40, 3)), rng.normal(size=40)
+    A, _ = normal_equations(Phi, r)
+    lam = 0.5 * np.trace(A) / A.shape[0]
+    np.testing.assert_allclose(
+        solve_metric(Phi, r, 0.5, relative_reg=True), solve_metric(Phi, r, lam), atol=1e-12
+    )
+    # absolute λ in upstream's range is negligible against the m² pairs; relative λ is not
+    free = solve_metric(Phi, r, 0.0)
+    assert np.abs(solve_metric(Phi, r, 1.0) - free).max() < 1e-3 * np.abs(free).max()
+    assert (
+        np.abs(solve_metric(Phi, r, 1.0, relative_reg=True) - free).max() > 0.1 * np.abs(free).max()
+    )
+    # and it does not depend on the scale of the features
+    np.testing.assert_allclose(
+        solve_metric(10 * Phi, r, 0.5, relative_reg=True) * 100,
+        solve_metric(Phi, r, 0.5, relative_reg=True),
+        rtol=1e-8,
+    )

@@ -160,10 +160,34 @@ def test_pandas_names_and_explain_instance(friedman):
     assert list(est.feature_names_in_) == ["alpha", "beta", "gamma", "delta"]
     text = " ".join(est.get_expressions())
     assert "x0" not in text and any(n in text for n in ("alpha", "beta", "gamma", "delta"))
-    table = est.explain_instance(Xt[0, :4], k=3)
+    near = est.explain_instance(Xt[0, :4], k=3)  # numpy arrays: no pandas needed
+    assert near._fields == ("train_index", "distance", "y")
+    assert np.all(np.diff(near.distance) >= 0)
+    np.testing.assert_allclose(near.y, y[near.train_index])
+    table = pd.DataFrame(near._asdict())
     assert list(table.columns) == ["train_index", "distance", "y"]
-    assert table["distance"].is_monotonic_increasing
-    np.testing.assert_allclose(table["y"], y[table["train_index"]])
+    # a DataFrame row works as the instance too
+    same = est.explain_instance(pd.DataFrame(Xt[:1, :4], columns=df.columns), k=3)
+    np.testing.assert_array_equal(same.train_index, near.train_index)
+
+
+def test_set_output_pandas(fitted, friedman):
+    pd = pytest.importorskip("pandas")
+    from contrastive_sr import ContrastiveMetric
+
+    X, y, Xt, _ = friedman
+    Z = fitted.transform(Xt)
+    fitted.set_output(transform="pandas")
+    try:
+        frame = fitted.transform(Xt)
+    finally:
+        fitted.set_output(transform="default")
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame.columns) == [f"contrastivesymbolicregressor{i}" for i in range(Z.shape[1])]
+    np.testing.assert_array_equal(frame.to_numpy(), Z)
+    cm = ContrastiveMetric(random_state=0).set_output(transform="pandas").fit(X, y)
+    out = cm.transform(pd.DataFrame(Xt))
+    assert list(out.columns) == [f"contrastivemetric{i}" for i in range(X.shape[1])]
 
 
 def test_categorical_columns_target_encoded_or_rejected():
@@ -186,11 +210,33 @@ def test_torch_knn_backend_same_predictions(friedman):
     np.testing.assert_allclose(a.predict(Xt), b.predict(Xt), atol=1e-10)
 
 
-def test_readme_example_runs():
+def _readme_blocks() -> list[str]:
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
     assert blocks
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+    return blocks
+
+
+def test_readme_examples_run_as_written_without_pandas():
+    """Every python block of the README, as written, in a fresh interpreter where pandas cannot
+    be imported (a bare ``pip install contrastive-sr`` has no pandas)."""
+    import subprocess
+    import sys
+
+    # a finder that refuses pandas (sys.modules["pandas"] = None would confuse sklearn's checks)
+    guard = (
+        "import sys\n"
+        "class NoPandas:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pandas':\n"
+        "            raise ImportError('no pandas in a bare install')\n"
+        "sys.meta_path.insert(0, NoPandas())\n"
+    )
+    # one interpreter for all blocks, in order, as a reader would paste them
+    script = guard + "\n".join(_readme_blocks())
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from contrastive_sr.contrastive import ContrastiveMetric, solve_transformation_matrix
 from contrastive_sr.dpp import dpp_greedy_select
-from contrastive_sr.estimators import ContrastiveSymbolicRegressor
+from contrastive_sr.estimators import ContrastiveSymbolicRegressor, Neighbours
 from contrastive_sr.learners import BASE_LEARNERS
 from contrastive_sr.neighbors import LOOKNeighborsRegressor, linear_rank_weights
 from contrastive_sr.primitives import PRIMITIVES
@@ -25,6 +25,7 @@ __all__ = [
     "ContrastiveMetric",
     "ContrastiveSymbolicRegressor",
     "LOOKNeighborsRegressor",
+    "Neighbours",
     "__version__",
     "dpp_greedy_select",
     "linear_rank_weights",

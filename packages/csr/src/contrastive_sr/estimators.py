@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    RegressorMixin,
+    TransformerMixin,
+)
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import (
     check_array,
@@ -29,6 +35,7 @@ from contrastive_sr.learners import (
     fit_member,
     fitness_predictions,
 )
+from contrastive_sr.linear import location_scale
 from contrastive_sr.neighbors import WEIGHTS, kneighbors
 from contrastive_sr.primitives import DEFAULT_PRIMITIVES, resolve_primitives
 from contrastive_sr.selection import double_lexicase, lexicase, tournament
@@ -64,8 +71,20 @@ def _evaluate_batch(
     return out
 
 
-# TransformerMixin: transform() maps X to the learned space ΦW (fit_transform, set_output)
-class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
+class Neighbours(NamedTuple):
+    """What :meth:`ContrastiveSymbolicRegressor.explain_instance` returns (numpy arrays, nearest
+    first); ``pandas.DataFrame(result._asdict())`` makes it a table."""
+
+    train_index: np.ndarray
+    distance: np.ndarray
+    y: np.ndarray
+
+
+# TransformerMixin: transform() maps X to the learned space ΦW (fit_transform); the class-name
+# feature names (contrastivesymbolicregressor0, ...) give it sklearn's set_output API
+class ContrastiveSymbolicRegressor(
+    RegressorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Contrastive Symbolic Regression (Zhang et al., ICML 2026).
 
     Genetic programming evolves individuals of ``n_features`` trees (constructed features Φ). Each is
@@ -213,13 +232,24 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
             v = getattr(self, name)
             if not isinstance(v, numbers.Real) or not 0.0 <= float(v) <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {v!r}")
-        if not isinstance(self.contrastive_reg, numbers.Real) or self.contrastive_reg < 0:
-            raise ValueError(f"contrastive_reg must be a float >= 0, got {self.contrastive_reg!r}")
-        lo, hi = self.init_depth
-        if not 0 <= lo <= hi <= self.max_height:
+        reg = self.contrastive_reg
+        if (
+            isinstance(reg, bool)
+            or not isinstance(reg, numbers.Real)
+            or not math.isfinite(reg)
+            or reg < 0
+        ):
+            raise ValueError(f"contrastive_reg must be a finite float >= 0, got {reg!r}")
+        depth = self.init_depth
+        pair = (
+            isinstance(depth, (tuple, list))
+            and len(depth) == 2
+            and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in depth)
+        )
+        if not pair or not 0 <= depth[0] <= depth[1] <= self.max_height:
             raise ValueError(
-                f"init_depth must be (low, high) with 0 <= low <= high <= max_height="
-                f"{self.max_height}, got {self.init_depth!r}"
+                f"init_depth must be a (low, high) pair of integers with 0 <= low <= high <= "
+                f"max_height={self.max_height}, got {depth!r}"
             )
         resolve_primitives(list(self.primitives))
         choices = {
@@ -248,6 +278,17 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
     def _prepare_X(self, X: Any, y: np.ndarray | None) -> np.ndarray:
         """Target-encode categorical columns (fit when ``y`` is given) and validate."""
         columns, names, has_categorical = split_columns(X)
+        fitted_names = getattr(self, "feature_names_in_", None)
+        if y is None and names is not None and fitted_names is not None:
+            expected = [str(c) for c in fitted_names]
+            if names != expected:
+                # sklearn's feature-name check, made here because target encoding reads columns
+                # by position before validate_data would see the names
+                order = "in the same order as" if sorted(names) == sorted(expected) else "those"
+                raise ValueError(
+                    f"The feature names should match those that were passed during fit; feature "
+                    f"names must be {order} in fit: expected {expected}, got {names}"
+                )
         if y is not None:
             self._encoder = None
             if has_categorical:
@@ -320,11 +361,13 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
                 f"y is constant (every value is {y[0]!r}): there is nothing to regress; "
                 "use sklearn.dummy.DummyRegressor for a constant model"
             )
-        self.x_mean_ = X.mean(axis=0) if self.normalize else np.zeros(X.shape[1])
-        std = X.std(axis=0)
-        self.x_scale_ = np.where(std > 0, std, 1.0) if self.normalize else np.ones(X.shape[1])
-        self.y_mean_ = float(y.mean()) if self.normalize else 0.0
-        self.y_scale_ = float(y.std()) if self.normalize else 1.0
+        # location_scale: y × 1e200 or × 1e-300 standardises like y (no overflow, no underflow)
+        x_mean, x_std = location_scale(X)
+        y_mean, y_std = location_scale(y)
+        self.x_mean_ = x_mean if self.normalize else np.zeros(X.shape[1])
+        self.x_scale_ = np.where(x_std > 0, x_std, 1.0) if self.normalize else np.ones(X.shape[1])
+        self.y_mean_ = float(y_mean) if self.normalize else 0.0
+        self.y_scale_ = float(y_std) if self.normalize else 1.0
         self.y_train_ = y.copy()
         Xs = (X - self.x_mean_) / self.x_scale_
         ys = (y - self.y_mean_) / self.y_scale_
@@ -399,6 +442,11 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
             if pop[i] not in seen and np.isfinite(fitness[i]):
                 cands.append((pop[i], float(fitness[i]), preds[i]))
                 seen.add(pop[i])
+        if not cands:
+            raise ValueError(
+                "every individual's fitness is non-finite: X or y is outside what the protected "
+                "primitives keep finite (|values| up to 1e100 after standardisation)"
+            )
         f = np.array([c[1] for c in cands])
         if self.ensemble_selection == "top" or len(cands) <= q:
             chosen = list(np.argsort(-f, kind="stable")[:q])
@@ -449,6 +497,21 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
         preds = [m.predict_features(evaluate_individual(m.individual, Xs)) for m in self.archive_]
         return np.mean(preds, axis=0) * self.y_scale_ + self.y_mean_
 
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """R² of :meth:`predict`, computed on y divided by its largest magnitude (R² does not
+        change; y × 1e200 does not overflow its squares)."""
+        from sklearn.metrics import r2_score
+
+        pred = self.predict(X)
+        y = np.asarray(y, dtype=np.float64)
+        peak = float(np.max(np.abs(y), initial=0.0)) or 1.0
+        return float(r2_score(y / peak, pred / peak, sample_weight=sample_weight))
+
+    @property
+    def _n_features_out(self) -> int:
+        # columns of transform(); an AttributeError before fit (get_feature_names_out: not fitted)
+        return int(self.archive_[0].W.shape[1])
+
     def constructed_features(self, X: Any, member: int = 0) -> np.ndarray:
         """The raw tree outputs Φ of one archive member (what :meth:`get_expressions` prints)."""
         m = self._member(member)
@@ -479,13 +542,12 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
             ]
         return [to_string(tree, names) for tree in m.individual]
 
-    def explain_instance(self, x: Any, k: int = 5) -> Any:
+    def explain_instance(self, x: Any, k: int = 5) -> Neighbours:
         """The ``k`` training cases nearest to ``x`` in the best member's learned space.
 
-        A pandas DataFrame with the training row index, the distance in ``Φ W`` and the target.
+        A :class:`Neighbours` of numpy arrays, nearest first: the training row index, the distance
+        in ``Φ W`` and the training target (``pandas.DataFrame(result._asdict())`` for a table).
         """
-        import pandas as pd
-
         m = self._member(0)
         x = np.asarray(x, dtype=np.float64).reshape(1, -1) if not hasattr(x, "columns") else x
         Z = self.transform(x)
@@ -493,4 +555,4 @@ class ContrastiveSymbolicRegressor(RegressorMixin, TransformerMixin, BaseEstimat
             raise ValueError(f"k must be in [1, {m.Z_train.shape[0]}], got {k!r}")
         idx = kneighbors(m.Z_train, Z, int(k))[0]
         dist = np.linalg.norm(m.Z_train[idx] - Z[0], axis=1)
-        return pd.DataFrame({"train_index": idx, "distance": dist, "y": self.y_train_[idx]})
+        return Neighbours(idx, dist, self.y_train_[idx])

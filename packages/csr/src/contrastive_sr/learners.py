@@ -48,6 +48,7 @@ class LearnerSpec:
     contrastive_reg: float
     subsample: int
     backend: str = "numpy"
+    relative_reg: bool = False  # contrastive_reg on the data term's scale (the pilot map's λ)
 
 
 def _global(Phi: np.ndarray, y: np.ndarray, spec: LearnerSpec) -> tuple[Ridge | None, np.ndarray]:
@@ -60,7 +61,9 @@ def _global(Phi: np.ndarray, y: np.ndarray, spec: LearnerSpec) -> tuple[Ridge | 
 def _metric(Phi: np.ndarray, r: np.ndarray, spec: LearnerSpec, rng: np.random.Generator):
     if not spec.contrastive:
         return np.eye(Phi.shape[1])
-    return solve_transformation_matrix(Phi, r, spec.contrastive_reg, spec.subsample, rng)
+    return solve_transformation_matrix(
+        Phi, r, spec.contrastive_reg, spec.subsample, rng, relative_reg=spec.relative_reg
+    )
 
 
 def fitness_predictions(

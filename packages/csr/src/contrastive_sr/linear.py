@@ -15,6 +15,18 @@ ALPHAS: tuple[float, ...] = (0.1, 1.0, 10.0)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+def location_scale(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation along axis 0, without overflow or underflow.
+
+    Each column is divided by its largest magnitude first: the squares of y × 1e200 overflow and
+    those of y × 1e-300 underflow to 0, but both standardise exactly like y.
+    """
+    peak = np.max(np.abs(A), axis=0)
+    peak = np.where(peak > 0, peak, 1.0)
+    U = A / peak
+    return U.mean(axis=0) * peak, U.std(axis=0) * peak
+
+
 @dataclasses.dataclass(frozen=True)
 class Scaling:
     """``(Φ − mean) / scale``, with NaN/±inf mapped to 0 (upstream ``SafetyScaler``)."""

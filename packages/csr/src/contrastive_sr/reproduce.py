@@ -115,6 +115,7 @@ def _one_run(
 
 # -- experiment 2: the pilot map (raw features, no GP) ---------------------------------------------
 def _pilot(name: str, seed: int, lam: float, m: int) -> dict[str, float]:
+    """CL gain on raw features at one cell; ``lam`` is relative to the data term (``relative_reg``)."""
     from contrastive_sr.learners import BASE_LEARNERS, LearnerSpec, fit_member
 
     X_tr, X_te, y_tr, y_te = _split(name, seed)
@@ -124,7 +125,8 @@ def _pilot(name: str, seed: int, lam: float, m: int) -> dict[str, float]:
     out = {}
     for label in ("lr+loo-knn", "lr+cl+loo-knn"):
         ridge, cl, knn = BASE_LEARNERS[label]
-        spec = LearnerSpec(ridge, cl, knn, 30, 30, "linear_rank", "uniform", lam, m)
+        spec = LearnerSpec(ridge, cl, knn, 30, 30, "linear_rank", "uniform", lam, m,
+                           relative_reg=True)  # fmt: skip
         member = fit_member((), A, (y_tr - ym) / ys, spec, np.random.default_rng(seed))
         out[label] = _r2(y_te, member.predict_features(B) * ys + ym)
     return out
@@ -170,12 +172,18 @@ def _normalised(results: list[dict[str, Any]], labels: Sequence[str]) -> dict[st
     return dict(zip(labels, np.median(rows, axis=0).tolist(), strict=True))
 
 
-def _avg_rank(results: list[dict[str, Any]], labels: Sequence[str]) -> dict[str, float]:
+def _ranks(results: list[dict[str, Any]], labels: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each label's rank by test R² among ``labels`` in every run (1 = best)."""
     ranks = []
     for r in results:
         v = np.array([-r[lab]["r2"] for lab in labels])
-        ranks.append(np.argsort(np.argsort(v)) + 1.0)
-    return dict(zip(labels, np.mean(ranks, axis=0).tolist(), strict=True))
+        ranks.append(np.argsort(np.argsort(v, kind="stable")) + 1.0)
+    return dict(zip(labels, np.array(ranks).T, strict=True))
+
+
+def _mean_se(x: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    a = np.asarray(x, dtype=float)
+    return float(a.mean()), float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else float("nan")
 
 
 def _ladder_claims(report: Report, results: list[dict[str, Any]], n_runs: int) -> None:
@@ -206,6 +214,27 @@ def _ladder_claims(report: Report, results: list[dict[str, Any]], n_runs: int) -
             samples=n,
             note=f"paired difference {ours - base:+.4f} ± {2 * se:.4f} (2 s.e.) over {n} runs",
         )
+
+
+def _archive_claim(report: Report, results: list[dict[str, Any]], gp_labels: list[str]) -> None:
+    """DPP ≥ top archive by average rank, as non-inferiority over runs: the paired rank difference
+    (DPP − top, lower is better) must not exceed +2 s.e."""
+    ranks = _ranks(results, gp_labels)
+    rank_diff, rank_se = _mean_se(ranks[CSR] - ranks["csr-top"])
+    ours, theirs, r2_se, n = _paired(results, CSR, "csr-top")
+    report.claim(
+        "DPP archive >= top archive (average rank among the GP settings, non-inferiority)",
+        "average rank (lower is better)",
+        float(ranks[CSR].mean()),
+        float(ranks["csr-top"].mean()),
+        direction="lower",
+        baseline_name="csr-top",
+        held=bool(rank_diff <= 2 * rank_se),
+        samples=n,
+        note=f"paired rank difference {rank_diff:+.2f} ± {2 * rank_se:.2f} (2 s.e.) over {n} "
+        f"runs; test R² {ours:.4f} vs {theirs:.4f}, difference {ours - theirs:+.4f} ± "
+        f"{2 * r2_se:.4f}",
+    )
 
 
 def run(args: ReproduceArgs) -> Report:
@@ -246,7 +275,6 @@ def run(args: ReproduceArgs) -> Report:
     labels = list(results[0])
     gp_labels = [*ABLATIONS, "csr-top"]
     norm = _normalised(results, list(ABLATIONS))
-    ranks = _avg_rank(results, gp_labels)
     report.table(
         "test R² (mean over seeds)",
         [
@@ -258,28 +286,29 @@ def run(args: ReproduceArgs) -> Report:
         ],
     )  # fmt: skip
     _ladder_claims(report, results, len(results))
-    report.claim(
-        "DPP archive >= top archive (average rank among the GP settings)",
-        "average rank (lower is better)",
-        ranks[CSR],
-        ranks["csr-top"],
-        direction="lower",
-        baseline_name="csr-top",
-        samples=len(results),
-    )
+    _archive_claim(report, results, gp_labels)
 
     f1 = per_set.get("friedman1", [])
-    for base, margin in (("random-forest", 0.0), ("gradient-boosting", 0.0), ("gplearn", 0.1)):
+    # ">=" a tree ensemble: non-inferiority (not below -2 s.e.); "well above" gplearn: beyond a
+    # 0.1 R² margin by more than 2 s.e.
+    for base, margin in (("random-forest", None), ("gradient-boosting", None), ("gplearn", 0.1)):
         ours, theirs, se, n = _paired(f1, CSR, base)
+        diff = ours - theirs
+        held = diff >= -2 * se if margin is None else diff - margin > 2 * se
         report.claim(
-            f"CSR >= {base} on friedman1" + (" by 0.1 R² ('well above')" if margin else ""),
+            f"CSR >= {base} on friedman1"
+            + (
+                f" by {margin} R² ('well above', beyond 2 s.e.)" if margin else " (non-inferiority)"
+            ),
             "mean test R²",
-            ours - margin,
+            ours - (margin or 0.0),
             theirs,
             direction="higher",
             baseline_name=base,
+            held=bool(held),
             samples=n,
-            note=f"CSR {ours:.4f} vs {theirs:.4f}; difference ± {2 * se:.4f} (2 s.e.)",
+            note=f"CSR {ours:.4f} vs {theirs:.4f}; paired difference {diff:+.4f} ± {2 * se:.4f} "
+            "(2 s.e.)",
         )
 
     _pilot_map(report, args)
@@ -297,40 +326,68 @@ def run(args: ReproduceArgs) -> Report:
     return report
 
 
+def _cl_gains(d: str, lam: float, m: int, seeds: Sequence[int]) -> list[float]:
+    out = []
+    for s in seeds:
+        r = _pilot(d, s, lam, m)
+        out.append(r["lr+cl+loo-knn"] - r["lr+loo-knn"])
+    return out
+
+
 def _pilot_map(report: Report, args: ReproduceArgs) -> None:
-    """Where the contrastive metric helps on raw features: data set × λ × subsample, seeds paired."""
+    """Where the contrastive metric helps on raw features: data set × λ × subsample.
+
+    λ is relative to the data term (``relative_reg``: upstream's absolute λ is negligible against
+    m² pairs). The map is searched on pilot seeds; the best cell (and each data set's best cell)
+    is then measured on fresh seeds, so that picking the best of many cells does not make the
+    claim hold by chance.
+    """
     sets = args.pick(
         smoke=["friedman1"],
         quick=["friedman1", "friedman2", "friedman3", "diabetes", "nonlinear"],
         full=["friedman1", "friedman2", "friedman3", "diabetes", "nonlinear"],
     )
-    lams = args.pick(smoke=[0.1], quick=[0.01, 0.1, 1.0], full=[0.001, 0.01, 0.1, 1.0, 10.0])
+    lams = args.pick(smoke=[0.1], quick=[0.001, 0.01, 0.1, 1.0], full=[1e-4, 1e-3, 1e-2, 0.1, 1.0])
     ms = args.pick(smoke=[100], quick=[50, 100, 200], full=[50, 100, 200, 375])
-    seeds = args.pick(smoke=3, quick=5, full=10)
-    rows, helped = [], 0
+    n_pilot, n_fresh = args.pick(smoke=(3, 3), quick=(5, 10), full=(10, 20))
+    pilot_seeds = [args.seed + s for s in range(n_pilot)]
+    fresh_seeds = [args.seed + 1000 + s for s in range(n_fresh)]  # never seen by the search
+    rows = []
     for d in sets:
         for lam in lams:
             for m in ms:
-                diffs = []
-                for s in range(seeds):
-                    r = _pilot(d, args.seed + s, lam, m)
-                    diffs.append(r["lr+cl+loo-knn"] - r["lr+loo-knn"])
-                mean, se = float(np.mean(diffs)), float(np.std(diffs, ddof=1) / np.sqrt(seeds))
-                sig = mean > 2 * se
-                helped += sig
-                rows.append({"data": d, "lambda": lam, "subsample": m, "CL gain (R²)": mean,
-                             "2 s.e.": 2 * se, "helps (> 2 s.e.)": bool(sig)})  # fmt: skip
-    report.table("pilot map: contrastive metric on raw features (LR+CL+LOO-KNN − LR+LOO-KNN)", rows)
-    best = max(rows, key=lambda r: r["CL gain (R²)"])
+                mean, se = _mean_se(_cl_gains(d, lam, m, pilot_seeds))
+                rows.append({"data": d, "lambda (relative)": lam, "subsample": m,
+                             "CL gain (R²)": mean, "2 s.e.": 2 * se,
+                             "> 2 s.e. (pilot seeds)": bool(mean > 2 * se)})  # fmt: skip
+    report.table(
+        "pilot map on pilot seeds: contrastive metric on raw features (LR+CL+LOO-KNN − LR+LOO-KNN)",
+        rows,
+    )
+    picked = []
+    for d in sets:
+        best = max((r for r in rows if r["data"] == d), key=lambda r: r["CL gain (R²)"])
+        mean, se = _mean_se(_cl_gains(d, best["lambda (relative)"], best["subsample"], fresh_seeds))
+        picked.append({"data": d, "lambda (relative)": best["lambda (relative)"],
+                       "subsample": best["subsample"], "pilot gain": best["CL gain (R²)"],
+                       "fresh gain": mean, "2 s.e.": 2 * se,
+                       "helps (> 2 s.e., fresh seeds)": bool(mean > 2 * se)})  # fmt: skip
+    report.table(f"each data set's best pilot cell, measured on {n_fresh} fresh seeds", picked)
+    top = max(picked, key=lambda r: r["pilot gain"])
+    n_helped = sum(r["helps (> 2 s.e., fresh seeds)"] for r in picked)
     report.claim(
-        "pilot: contrastive metric helps on raw features somewhere (> 2 s.e.)",
-        "cells of the map where it helps",
-        float(helped),
+        "pilot: contrastive metric helps on raw features at the best pilot cell (fresh seeds)",
+        "CL gain in test R² (LR+CL+LOO-KNN − LR+LOO-KNN)",
+        top["fresh gain"],
         0.0,
         direction="higher",
-        held=helped > 0,
-        note=f"{helped} of {len(rows)} cells; largest gain {best['CL gain (R²)']:+.4f} on "
-        f"{best['data']} (λ={best['lambda']}, m={best['subsample']})",
+        baseline_name="no metric",
+        held=bool(top["fresh gain"] > top["2 s.e."]),
+        samples=n_fresh,
+        note=f"cell chosen on {n_pilot} pilot seeds among {len(rows)}: {top['data']}, "
+        f"λ={top['lambda (relative)']} (relative), m={top['subsample']}; pilot gain "
+        f"{top['pilot gain']:+.4f}, fresh {top['fresh gain']:+.4f} ± {top['2 s.e.']:.4f} "
+        f"(2 s.e.); per data set, {n_helped} of {len(picked)} best cells help on fresh seeds",
     )
 
 
