@@ -55,8 +55,9 @@ def test_band_is_bound_to_minimax_plus_tolerance():
 def test_the_mutant_control_runs_steps_decaying_faster():
     g = np.array([[1.0]])
     x, v = np.zeros((1, 1)), np.zeros((1, 1))
-    faithful, mutant = stepper("adagrad", {"lr": 1.0, "eps": 0.0}), stepper(
-        "adagrad", {"lr": 1.0, "eps": 0.0, "power": 1.3}
+    faithful, mutant = (
+        stepper("adagrad", {"lr": 1.0, "eps": 0.0}),
+        stepper("adagrad", {"lr": 1.0, "eps": 0.0, "power": 1.3}),
     )
     xf, vf, xm, vm = x, v, x, v
     for _ in range(99):
@@ -79,9 +80,9 @@ def test_tuning_scores_each_multiplier_like_a_run_at_that_step():
     oracle = NoisyOracle(prob, law)
     base = theory_params("sgd", 64, L=prob.L, Delta=prob.Delta, sigma=oracle.vector_scale(), d=3)
     for m, score in zip(t.grid, t.scores, strict=True):
-        run = E.run_horizon(
-            "sgd", oracle, 64, 8, {"lr": base["lr"] * m}, np.random.default_rng(0)
-        )["avg_grad_norm_l2"]
+        run = E.run_horizon("sgd", oracle, 64, 8, {"lr": base["lr"] * m}, np.random.default_rng(0))[
+            "avg_grad_norm_l2"
+        ]
         assert score == pytest.approx(run.mean(), rel=1e-9)
     assert t.grid == E.TUNING_GRID and t.multiplier == t.grid[int(np.argmin(t.scores))]
 

@@ -375,10 +375,10 @@ def compare_to_theory(
 __all__ = [
     "DEFAULT_TOLERANCE",
     "METRICS",
-    "RateResult",
-    "Verdict",
     "TUNING_GRID",
+    "RateResult",
     "Tuning",
+    "Verdict",
     "band_margin",
     "compare_to_theory",
     "log_log_slope",

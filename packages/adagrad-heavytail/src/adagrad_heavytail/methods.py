@@ -82,7 +82,9 @@ def stepper(method: str, params: Mapping[str, Any]) -> Stepper:
     if method == "adagrad":
         eps, power = p["eps"], p.get("power", 1.0)
         if power != 1.0:
-            return Stepper(method, p, np.zeros_like, lambda x, g, v: _powered(x, g, v, lr, eps, power))
+            return Stepper(
+                method, p, np.zeros_like, lambda x, g, v: _powered(x, g, v, lr, eps, power)
+            )
         return Stepper(method, p, np.zeros_like, lambda x, g, v: F.adagrad_step(x, g, v, lr, eps))
     if method == "adagrad_norm":
         eps = p["eps"]

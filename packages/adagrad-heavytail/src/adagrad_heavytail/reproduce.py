@@ -121,9 +121,7 @@ def _tune(
     law, p = NOISES[noise]
 
     def compute() -> dict[str, Any]:
-        t = E.tune_step(
-            kind, problem, law, T, seeds, p=p if knows_p else None, seed=args.seed
-        )
+        t = E.tune_step(kind, problem, law, T, seeds, p=p if knows_p else None, seed=args.seed)
         return {"multiplier": t.multiplier, "scores": list(t.scores), "T": t.T, "seeds": t.seeds}
 
     return report.cached(f"tune-bounded-{noise}-{method}-{T}-{seeds}", compute)
@@ -156,9 +154,7 @@ def _rate_grid(report: Report, args: ReproduceArgs) -> dict[tuple[str, str, str]
     out = {}
     for prob, n, m, ts, s in progress(jobs, desc="rate sweeps"):
         scale = tuned[(n, m)]["multiplier"] if prob == "bounded" else 1.0
-        out[(prob, n, m)] = _sweep(
-            report, args, prob, problems[prob], n, m, ts, s, lr_scale=scale
-        )
+        out[(prob, n, m)] = _sweep(report, args, prob, problems[prob], n, m, ts, s, lr_scale=scale)
         out[(prob, n, m)]["multiplier"] = scale
     return out
 
@@ -220,9 +216,7 @@ def _band_claim(
     )
 
 
-def _converges(
-    report: Report, label: str, r: dict[str, Any], seeds: int, note: str = ""
-) -> None:
+def _converges(report: Report, label: str, r: dict[str, Any], seeds: int, note: str = "") -> None:
     report.claim(
         label,
         "upper end of the slope's 95% interval",
