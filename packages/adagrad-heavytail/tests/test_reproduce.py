@@ -11,8 +11,11 @@ def test_reproduce_smoke_writes_a_report(tmp_path):
     assert (tmp_path / "report.md").exists()
     assert (tmp_path / "rates.png").exists() and (tmp_path / "lower_bound.png").exists()
     names = [c.name for c in report.claims]
-    assert any(n.startswith("control:") for n in names)
-    assert any("ramp" in n for n in names)
+    controls = [c for c in report.claims if c.name.startswith("control:")]
+    assert len(controls) == 4  # frozen SGD, λ = 1e4, the power-1.3 mutant, clipped SGD on spikes
+    assert not any(c.held for c in controls)  # each is built to fail its claim's test
+    assert any("ramp" in n for n in names) and any("spike" in n for n in names)
+    assert any("band" in n for n in names)
 
 
 @pytest.mark.slow

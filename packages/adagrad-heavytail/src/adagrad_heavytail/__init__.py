@@ -25,7 +25,14 @@ from adagrad_heavytail import (
     tail,
     theory,
 )
-from adagrad_heavytail.experiments import RateResult, Verdict, compare_to_theory, rate_sweep
+from adagrad_heavytail.experiments import (
+    RateResult,
+    Tuning,
+    Verdict,
+    compare_to_theory,
+    rate_sweep,
+    tune_step,
+)
 from adagrad_heavytail.schedules import theory_params
 
 _OPTIMIZERS = ("AdaGrad", "AdaGradNorm", "ClippedSGD", "NSGDM")
@@ -50,6 +57,7 @@ __all__ = [
     "AdaGradNorm",
     "ClippedSGD",
     "RateResult",
+    "Tuning",
     "Verdict",
     "__version__",
     "compare_to_theory",
@@ -64,4 +72,5 @@ __all__ = [
     "tail",
     "theory",
     "theory_params",
+    "tune_step",
 ]

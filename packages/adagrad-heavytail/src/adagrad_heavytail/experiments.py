@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ def run_horizon(
     oracle: NoisyOracle,
     T: int,
     seeds: int,
-    params: Mapping[str, float],
+    params: Mapping[str, Any],
     rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
     """One run of ``T`` steps on ``seeds`` noise streams: every metric, per seed (shape ``(seeds,)``).
@@ -171,13 +172,17 @@ def rate_sweep(
     coordinatewise: bool = True,
     seed: int = 0,
     n_jobs: int = 1,
+    lr_scale: float = 1.0,
 ) -> RateResult:
     """Measure ``method``'s rate exponent on ``problem`` with ``noise`` (see the module doc).
 
     Step rules come from :func:`~adagrad_heavytail.schedules.theory_params` with the problem's L,
     Δ and d, σ = the oracle's :meth:`~adagrad_heavytail.problems.NoisyOracle.vector_scale` and ``p`` (None:
     the rule that does not know p). ``params`` overrides them: a dict, or ``T -> dict``.
+    ``lr_scale`` multiplies the resulting ``lr`` at every T (the multiplier :func:`tune_step` picks).
     """
+    if not (isinstance(lr_scale, (int, float)) and math.isfinite(lr_scale) and lr_scale > 0):
+        raise ValueError(f"lr_scale must be a finite number > 0, got {lr_scale!r}")
     from joblib import Parallel, delayed
 
     horizons = _validate(Ts, seeds, metric, statistic, fit_last)
@@ -189,7 +194,9 @@ def rate_sweep(
             method, T, p=p, L=problem.L, Delta=problem.Delta, sigma=sigma, d=problem.d
         )
         extra = params(T) if callable(params) else (params or {})
-        per_T.append({**rule, **extra})
+        merged = {**rule, **extra}
+        merged["lr"] = merged["lr"] * lr_scale
+        per_T.append(merged)
     runs = Parallel(n_jobs=n_jobs)(
         delayed(run_horizon)(
             method,
@@ -224,11 +231,72 @@ def rate_sweep(
     )
 
 
+#: multipliers of the default step (``theory_params``' lr) every method is tuned over, alike
+TUNING_GRID: tuple[float, ...] = (0.25, 1.0, 4.0, 16.0)
+_TUNING_STREAM = 1  # tuning noise: SeedSequence(seed, spawn_key=(T, 1)), never a sweep's (T,)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What :func:`tune_step` measured: the chosen multiplier and the score of each one."""
+
+    method: str
+    multiplier: float
+    grid: tuple[float, ...]
+    scores: tuple[float, ...]  # the statistic of the metric at horizon T, per multiplier
+    T: int
+    seeds: int
+
+
+def tune_step(
+    method: str,
+    problem: Problem,
+    noise: Noise,
+    T: int,
+    seeds: int = 16,
+    *,
+    grid: Sequence[float] = TUNING_GRID,
+    metric: str = "avg_grad_norm_l2",
+    statistic: str = "mean",
+    p: float | None = None,
+    coordinatewise: bool = True,
+    seed: int = 0,
+) -> Tuning:
+    """Pick the multiplier of ``method``'s default step (from ``grid``) that minimises the statistic
+    of ``metric`` after ``T`` steps, on ``seeds`` tuning streams of their own.
+
+    Every method gets the same grid, horizon and seeds (equal tuning effort). The tuning noise comes
+    from ``SeedSequence(seed, spawn_key=(T, 1))``, disjoint from every stream :func:`rate_sweep`
+    evaluates on (``spawn_key=(T,)``). The multipliers run at once, one block of rows each. A
+    multiplier with a diverged seed scores ``inf``; ties go to the smaller multiplier.
+    """
+    _validate([1, 2, 3], seeds, metric, statistic, 3)
+    if not (isinstance(T, int) and T >= 1):
+        raise ValueError(f"T must be an integer >= 1, got {T!r}")
+    factors = tuple(float(m) for m in grid)
+    if not factors or not all(math.isfinite(m) and m > 0 for m in factors):
+        raise ValueError(f"grid must hold finite multipliers > 0, got {list(grid)}")
+    oracle = NoisyOracle(problem, noise, coordinatewise=coordinatewise)
+    rule = theory_params(
+        method, T, p=p, L=problem.L, Delta=problem.Delta, sigma=oracle.vector_scale(), d=problem.d
+    )
+    rule["lr"] = rule["lr"] * np.repeat(factors, seeds)[:, None]
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(T, _TUNING_STREAM)))
+    values = run_horizon(method, oracle, T, seeds * len(factors), rule, rng)[metric]
+    scores = _statistic(values.reshape(len(factors), seeds), statistic)
+    scores = np.where(np.isfinite(scores), scores, np.inf)
+    best = int(np.argmin(scores))  # first minimum: the smaller multiplier on ties
+    return Tuning(method, factors[best], factors, tuple(map(float, scores)), T, seeds)
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """``measured`` = -slope against the bound's exponent: held when measured ≥ bound - tolerance.
+    """``measured`` = -slope against the band ``[bound - tolerance, ceiling + tolerance]``.
 
-    ``ci_held``: the same test on the pessimistic end of the bootstrap interval (the larger slope).
+    ``bound`` is the method's exponent at p; ``ceiling`` = max(bound, the minimax exponent at p).
+    ``held``: measured inside the band (two-sided) or above its lower end (``two_sided=False``);
+    ``too_slow`` / ``too_fast`` say which side failed. ``ci_held``: the same test on the bootstrap
+    interval (wholly inside the band, or its pessimistic end above the lower end).
     """
 
     method: str
@@ -239,40 +307,83 @@ class Verdict:
     held: bool
     ci_held: bool
     measured_ci: tuple[float, float]
+    ceiling: float = math.inf
+    two_sided: bool = True
+    too_slow: bool = False
+    too_fast: bool = False
 
 
-def compare_to_theory(
-    result: RateResult, method: str, p: float, tolerance: float = DEFAULT_TOLERANCE
-) -> Verdict:
-    """One-sided: does ``result`` converge at least as fast as ``theory.exponent(method, p)``?
-
-    The bound is an upper bound on the error (a lower bound on the exponent), so only being slower
-    than it by more than ``tolerance`` fails. ``tolerance`` (default 0.05 for T ≤ 2^14) is a heuristic:
-    Õ hides log factors and a finite window of T is pre-asymptotic.
-    """
+def theory_band(
+    method: str, p: float, tolerance: float = DEFAULT_TOLERANCE, *, two_sided: bool = True
+) -> tuple[float, float]:
+    """``(bound, ceiling)`` of :func:`compare_to_theory`: the band is [bound - tol, ceiling + tol]."""
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     bound = theory.exponent(method, p)
+    return bound, (max(bound, theory.exponent("minimax", p)) if two_sided else math.inf)
+
+
+def band_margin(
+    exponent: float, method: str, p: float, tolerance: float = DEFAULT_TOLERANCE
+) -> float:
+    """How far ``exponent`` lies inside the two-sided band (negative: outside, by that much)."""
+    bound, ceiling = theory_band(method, p, tolerance)
+    return min(exponent - (bound - tolerance), ceiling + tolerance - exponent)
+
+
+def compare_to_theory(
+    result: RateResult,
+    method: str,
+    p: float,
+    tolerance: float = DEFAULT_TOLERANCE,
+    *,
+    two_sided: bool = True,
+) -> Verdict:
+    """Does ``result``'s exponent sit where ``theory.exponent(method, p)`` puts it?
+
+    Lower side: the bound is an upper bound on the error (a lower bound on the exponent), so being
+    slower than it by more than ``tolerance`` fails. Upper side (``two_sided=True``, the default):
+    being faster than the ceiling max(bound, minimax exponent (p-1)/(3p-2)) by more than
+    ``tolerance`` fails too. No method's guarantee over the class beats the minimax rate, so a
+    steeper slope means the window still shows the deterministic transient (a step decaying too
+    fast, a step too small to reach the noise floor) rather than the rate the theorem is about; at
+    p = 2 the band is 1/4 ± tolerance. ``two_sided=False`` is the one-sided check ("at least as
+    fast as the bound"). ``tolerance`` (default 0.05 for T ≤ 2^14) is a heuristic: Õ hides log
+    factors and a finite window of T is pre-asymptotic.
+    """
+    bound, ceiling = theory_band(method, p, tolerance, two_sided=two_sided)
     lo, hi = -result.ci[1], -result.ci[0]
+    measured = result.exponent
+    too_slow = bool(measured < bound - tolerance)
+    too_fast = bool(measured > ceiling + tolerance)
     return Verdict(
         method=method,
         p=p,
-        measured=result.exponent,
+        measured=measured,
         bound=bound,
         tolerance=tolerance,
-        held=bool(result.exponent >= bound - tolerance),
-        ci_held=bool(lo >= bound - tolerance),
+        held=not (too_slow or too_fast),
+        ci_held=bool(lo >= bound - tolerance and hi <= ceiling + tolerance),
         measured_ci=(lo, hi),
+        ceiling=ceiling,
+        two_sided=two_sided,
+        too_slow=too_slow,
+        too_fast=too_fast,
     )
 
 
 __all__ = [
     "DEFAULT_TOLERANCE",
     "METRICS",
+    "TUNING_GRID",
     "RateResult",
+    "Tuning",
     "Verdict",
+    "band_margin",
     "compare_to_theory",
     "log_log_slope",
     "rate_sweep",
     "run_horizon",
+    "theory_band",
+    "tune_step",
 ]

@@ -1,7 +1,12 @@
 """The harness's methods by name: a state initialiser and a step built on :mod:`.functional`.
 
 A :class:`Stepper` runs a batch of iterates ``(..., d)`` (one row per seed) and keeps its state as
-arrays of matching shape, so one Python loop over t drives every seed at once.
+arrays of matching shape, so one Python loop over t drives every seed at once. ``lr`` may be an array
+broadcasting against the rows (shape ``(rows, 1)``): the tuner runs every step multiplier at once.
+
+``adagrad`` takes one optional knob that is NOT the paper's method: ``power`` (default 1) steps
+``γ g/(λ + sqrt(v))^power``; the reproduction's negative control runs ``power=1.3`` (steps decaying as
+t^{-0.65}) to show that the two-sided rate check rejects a schedule that decays too fast.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "clipped_sgd": ("lr", "clip"),
     "nsgdm": ("lr", "beta"),
 }
-_OPTIONAL: dict[str, tuple[str, ...]] = {"clipped_sgd": ("momentum",)}
+_OPTIONAL: dict[str, tuple[str, ...]] = {"clipped_sgd": ("momentum",), "adagrad": ("power",)}
 
 
 @dataclass(frozen=True)
@@ -30,12 +35,12 @@ class Stepper:
     """``state = init(x)``; ``x, state = step(x, g, state)``."""
 
     method: str
-    params: Mapping[str, float]
+    params: Mapping[str, Any]
     init: Callable[[np.ndarray], Any]
     step: Callable[[np.ndarray, np.ndarray, Any], tuple[np.ndarray, Any]]
 
 
-def _check_params(method: str, params: Mapping[str, Any]) -> dict[str, float]:
+def _check_params(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {METHODS}")
     allowed = _REQUIRED[method] + _OPTIONAL.get(method, ())
@@ -45,9 +50,13 @@ def _check_params(method: str, params: Mapping[str, Any]) -> dict[str, float]:
         raise ValueError(
             f"{method} takes parameters {allowed}; missing {missing}, unexpected {extra}"
         )
-    out = {k: float(v) for k, v in params.items()}
-    if not out["lr"] > 0:
-        raise ValueError(f"Invalid learning rate: {out['lr']}")
+    out: dict[str, Any] = {k: float(v) for k, v in params.items() if k != "lr"}
+    lr = params["lr"]
+    out["lr"] = np.asarray(lr, dtype=np.float64) if np.ndim(lr) else float(lr)
+    if not np.all(np.asarray(out["lr"]) > 0):
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not out.get("power", 1.0) > 0:
+        raise ValueError(f"power must be > 0, got {out['power']}")
     if out.get("eps", 0.0) < 0:
         raise ValueError(f"Invalid epsilon value: {out['eps']}")
     if "clip" in out and not out["clip"] > 0:
@@ -57,12 +66,25 @@ def _check_params(method: str, params: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def _powered(
+    x: np.ndarray, g: np.ndarray, v: np.ndarray, lr: Any, eps: float, power: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The control's mutant: AdaGrad with its denominator raised to ``power`` (not the paper's)."""
+    v = v + g * g
+    denominator = (eps + v**0.5) ** power
+    return x - lr * g / (denominator + (denominator == 0)), v
+
+
 def stepper(method: str, params: Mapping[str, Any]) -> Stepper:
     """The :class:`Stepper` of ``method`` (a :data:`~adagrad_heavytail.schedules.METHODS` name)."""
     p = _check_params(method, params)
     lr = p["lr"]
     if method == "adagrad":
-        eps = p["eps"]
+        eps, power = p["eps"], p.get("power", 1.0)
+        if power != 1.0:
+            return Stepper(
+                method, p, np.zeros_like, lambda x, g, v: _powered(x, g, v, lr, eps, power)
+            )
         return Stepper(method, p, np.zeros_like, lambda x, g, v: F.adagrad_step(x, g, v, lr, eps))
     if method == "adagrad_norm":
         eps = p["eps"]
