@@ -87,7 +87,7 @@ class TinyResNet(nn.Module):
 
     def __init__(
         self,
-        widths: tuple[int, ...] = (16, 32, 64),
+        widths: tuple[int, ...] = (8, 16, 32),
         feature_dim: int = 512,
         depth: int = 1,
         classes: int = 8,
@@ -121,11 +121,11 @@ class Recipe:
     """How a fixture is trained; its hash names the cached weights."""
 
     seed: int = 0
-    widths: tuple[int, ...] = (16, 32, 64)
+    widths: tuple[int, ...] = (8, 16, 32)
     feature_dim: int = 512
     depth: int = 1
-    n_per_class: int = 200
-    epochs: int = 5
+    n_per_class: int = 250
+    epochs: int = 8
     batch_size: int = 32
     lr: float = 0.05
     weight_decay: float = 5e-4
