@@ -21,7 +21,7 @@ import types
 
 import torch
 from adascale import SCALE, AdaSCALE, shapes
-from adascale.fixture import Recipe, load_fixture
+from adascale.fixture import Recipe
 
 from shared_core.bench import compare
 
@@ -47,7 +47,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = []
-    model = load_fixture(Recipe(seed=0), train=False)
+    # timing does not depend on the weights: the reproduction's architecture, untrained
+    model = Recipe().build().eval()
     x = torch.from_numpy(shapes.normalise(shapes.shapes(shapes.ID_CLASSES, 8, 1)[0]))  # 64
     fit = torch.from_numpy(shapes.normalise(shapes.shapes(shapes.ID_CLASSES, 25, 2)[0]))
     ada = AdaSCALE(model.features, model.fc, n_fit=None).fit(fit)

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 WORKER = Path(__file__).resolve().parent / "dist_worker.py"
 
 
+@pytest.mark.slow  # two fresh interpreters importing torch: most of the suite's CPU time
 def test_two_gloo_processes_match_one(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -62,11 +62,86 @@ def test_integer_and_raw_pixel_inputs(tiny_net, images):
         det.score(images * 100)
 
 
-def test_train_mode_switches_to_eval_with_a_warning(make_net, images):
-    net = make_net().train()
-    with pytest.warns(UserWarning, match="train"):
-        SCALE(nn.Sequential(net.body, nn.AdaptiveAvgPool2d(1), nn.Flatten()), net.fc).score(images)
-    assert not net.body.training
+def _bn_buffers(net):
+    return [b.clone() for b in net.buffers()]
+
+
+@pytest.mark.parametrize("how", ["bound method", "module"])
+def test_train_mode_scores_in_eval_and_restores_the_mode(make_net, images, how):
+    torch.manual_seed(0)
+    net = make_net()
+    fit, x = images[:24], images[24:]
+
+    def backbone(model):
+        if how == "bound method":  # model.features: the owning module is not a submodule
+            return model.features
+        return nn.Sequential(model.body, nn.AdaptiveAvgPool2d(1), nn.Flatten()).train(
+            model.training
+        )
+
+    net.eval()
+    want = make(net).fit(fit).score(x)
+    want_scale = SCALE(backbone(net), net.fc).score(x)
+    net.train()
+    before = _bn_buffers(net)
+    with pytest.warns(UserWarning, match=r"train\(\) mode"):
+        got = AdaSCALE(backbone(net), net.fc, n_fit=None).fit(fit).score(x)
+    with pytest.warns(UserWarning, match=r"train\(\) mode"):
+        got_scale = SCALE(backbone(net), net.fc).score(x)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    torch.testing.assert_close(got_scale, want_scale, rtol=0, atol=0)
+    for a, b in zip(before, _bn_buffers(net), strict=True):
+        assert torch.equal(a, b)  # BatchNorm's running statistics did not move
+    assert all(m.training for m in net.modules())  # the caller's mode is restored
+
+
+def test_empty_batch(tiny_net, images):
+    det = make(tiny_net).fit(images)
+    with pytest.raises(ValueError, match=r"non-empty batch .* \(0, 2, 6, 6\)"):
+        det.score(images[:0])
+    with pytest.raises(ValueError, match="non-empty batch"):
+        SCALE(tiny_net.features, tiny_net.fc).score(images[:0])
+    with pytest.raises(ValueError):
+        make(tiny_net).fit(images[:0])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+def test_other_dtype_inputs_are_refused_not_cast(tiny_net, images, dtype):
+    det = make(tiny_net).fit(images)
+    with pytest.raises(TypeError, match=rf"{dtype} but the model's weights are torch.float32"):
+        det.score(images.to(dtype))
+    with pytest.raises(TypeError, match=str(dtype)):
+        SCALE(tiny_net.features, tiny_net.fc).score(images.to(dtype))
+
+
+def test_float64_model_computes_in_float64(make_net, images):
+    torch.manual_seed(0)
+    net = make_net().eval()
+    want = make(net).fit(images).score(images)
+    net64 = make_net().eval()
+    net64.load_state_dict(net.state_dict())
+    net64.double()
+    got = make(net64).fit(images.double()).score(images.double())
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got.float(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["eps", "lam"])
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])
+def test_negative_or_non_finite_eps_and_lam(tiny_net, images, name, value):
+    with pytest.raises(ValueError, match=rf"{name} must be a finite number >= 0, got {value}"):
+        make(tiny_net, **{name: value})
+    det = make(tiny_net).fit(images)
+    setattr(det, name, value)  # set after construction (a sweep does): refused when used
+    with pytest.raises(ValueError, match=rf"{name} must be a finite number >= 0, got {value}"):
+        det.score(images)
+
+
+def test_fraction_where_a_percentile_is_expected_warns(tiny_net):
+    with pytest.warns(UserWarning, match=r"percentile=0.85 .* \[0, 100\) .* percentile=85"):
+        SCALE(tiny_net.features, tiny_net.fc, percentile=0.85)
+    with pytest.warns(UserWarning, match=r"p_max=0.9 .* p_max=90"):
+        make(tiny_net, p_min=0.5, p_max=0.9)
 
 
 def test_inference_mode_raises_with_advice_and_no_grad_works(tiny_net, images):

@@ -8,8 +8,9 @@ hyper-parameters that do not touch the features re-scores cached features withou
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, TypeAlias
 
 import torch
@@ -41,12 +42,22 @@ def batches(data: Data) -> Iterable[Tensor]:
         yield x
 
 
-def check_inputs(x: Tensor) -> None:
-    """Reject integer images and warn on [0, 255] floats: eps is in normalised units."""
+def check_inputs(x: Tensor, dtype: torch.dtype | None = None) -> None:
+    """Reject empty batches, integer images and a dtype other than the model's ``dtype`` (never
+    cast silently); warn on [0, 255] floats: eps is in normalised units."""
     if not x.is_floating_point():
         raise TypeError(
             f"inputs must be float tensors normalised like the model's training data, got "
             f"{x.dtype} (convert uint8 images with x.float() / 255 and normalise them)"
+        )
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(
+            f"inputs are {x.dtype} but the model's weights are {dtype}; convert one of them "
+            f"yourself (x.to({dtype}) or model.to({x.dtype})): inputs are not cast silently"
+        )
+    if x.ndim < 2 or x.shape[0] == 0:
+        raise ValueError(
+            f"inputs must be a non-empty batch (B >= 1, ...), got shape {tuple(x.shape)}"
         )
     if x.numel() and float(x.detach().abs().amax()) > 50:
         warnings.warn(
@@ -79,20 +90,43 @@ class Detector(nn.Module):
     def device(self) -> torch.device:
         return self.head.weight.device
 
-    def _eval_mode(self) -> None:
-        modules = [m for m in (self.backbone, self.head) if isinstance(m, nn.Module)]
-        if any(sub.training for m in modules for sub in m.modules()):
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.head.weight.dtype
+
+    def _model_modules(self) -> list[nn.Module]:
+        """The modules scoring runs: the backbone, the module owning a bound-method backbone
+        (``model.features``), and the head."""
+        owner = getattr(self.backbone, "__self__", None)
+        return [m for m in (self.backbone, owner, self.head) if isinstance(m, nn.Module)]
+
+    @contextlib.contextmanager
+    def scoring_mode(self) -> Iterator[None]:
+        """Run the model in eval mode, then restore every submodule's own mode.
+
+        In train mode BatchNorm would normalise with batch statistics and update its running
+        buffers, so scores would depend on the batch and move the model; dropout would be random.
+        """
+        modules = self._model_modules()
+        saved = [(sub, sub.training) for m in modules for sub in m.modules()]
+        if any(flag for _, flag in saved):
             warnings.warn(
-                "the model was in train() mode (BatchNorm/dropout would change the features "
-                "between passes); switched it to eval()",
-                stacklevel=3,
+                "the model is in train() mode (BatchNorm/dropout would change the features and "
+                "BatchNorm's running statistics); scoring in eval() mode and restoring train() "
+                "after",
+                stacklevel=4,
             )
-            for m in modules:
-                m.eval()
+        for m in modules:
+            m.eval()
+        try:
+            yield
+        finally:
+            for sub, flag in saved:
+                sub.training = flag
 
     def features(self, x: Tensor) -> Tensor:
         """Penultimate features ``(B, D)`` of ``x``, checked."""
-        check_inputs(x)
+        check_inputs(x, self.dtype)
         z = self.backbone(x.to(self.device))
         if z.ndim > 2:
             z = z.flatten(1)
@@ -103,12 +137,13 @@ class Detector(nn.Module):
             )
         if not bool(torch.isfinite(z).all()):
             raise ValueError("the backbone returned NaN or Inf features")
+        if z.dtype != self.dtype:
+            raise TypeError(f"the backbone returned {z.dtype} features; the head is {self.dtype}")
         return z
 
     def extract(self, x: Tensor) -> tuple[Tensor, ...]:
-        """What :meth:`score_features` needs for ``x``."""
-        self._eval_mode()
-        with torch.no_grad():
+        """What :meth:`score_features` needs for ``x`` (the model runs in eval mode)."""
+        with self.scoring_mode(), torch.no_grad():
             return (self.features(x),)
 
     # Each detector defines ``score_features(...)`` over exactly what its ``extract`` returns
@@ -134,6 +169,26 @@ class Detector(nn.Module):
     def fit(self, data: Data) -> Detector:
         """Nothing to learn for this detector; returns ``self`` (labels are never used)."""
         return self
+
+    #: the attributes ``fit`` sets; saved in ``state_dict`` (as extra state) and restored by
+    #: ``load_state_dict``, so a reloaded detector scores identically without a refit
+    fitted_attrs: ClassVar[tuple[str, ...]] = ()
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.fitted_attrs}
+
+    def set_extra_state(self, state: Any) -> None:
+        if not isinstance(state, dict) or set(state) != set(self.fitted_attrs):
+            raise ValueError(
+                f"{type(self).__name__}'s state_dict must hold the fitted {self.fitted_attrs}, "
+                f"got {sorted(state) if isinstance(state, dict) else type(state).__name__}"
+            )
+        for name, value in state.items():
+            setattr(self, name, value.to(self.device) if isinstance(value, Tensor) else value)
+        self._fit_changed()
+
+    def _fit_changed(self) -> None:
+        """Drop caches derived from the fitted attributes (none here)."""
 
     def extract_all(self, data: Data, limit: int | None = None) -> tuple[Tensor, ...]:
         """:meth:`extract` over a loader, concatenated (at most ``limit`` rows)."""

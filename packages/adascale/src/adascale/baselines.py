@@ -32,6 +32,7 @@ class _Percentile(Detector):
         super().__init__(backbone, head)
         if not 0 <= percentile < 100:
             raise ValueError(f"percentile must lie in [0, 100), got {percentile!r}")
+        F.warn_fraction_percentile(percentile)
         self.percentile = percentile
 
 
@@ -104,6 +105,8 @@ class ReAct(_Percentile):
         self.n_fit = n_fit
         self.fit_activations_: Tensor | None = None
 
+    fitted_attrs: ClassVar[tuple[str, ...]] = ("fit_activations_",)
+
     def fit(self, data: Data) -> ReAct:
         (z,) = self.extract_all(data, self.n_fit)
         return self.fit_features(z)
@@ -154,6 +157,8 @@ class OptFS(Detector):
         self.theta_: Tensor | None = None
         self.left_: float = 0.0
         self.width_: float = 1.0
+
+    fitted_attrs: ClassVar[tuple[str, ...]] = ("theta_", "left_", "width_")
 
     def fit(self, data: Data) -> OptFS:
         (z,) = self.extract_all(data, self.n_fit)

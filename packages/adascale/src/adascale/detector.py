@@ -31,6 +31,7 @@ class AdaSCALE(Detector):
     """
 
     input_keys: ClassVar[tuple[str, ...]] = ("o", "eps")
+    fitted_attrs: ClassVar[tuple[str, ...]] = ("fit_z_", "fit_z_perturbed_")
 
     def __init__(
         self,
@@ -53,6 +54,9 @@ class AdaSCALE(Detector):
         if variant not in ("A", "L"):
             raise ValueError(f"variant must be 'A' or 'L', got {variant!r}")
         F.check_percentiles(p_min, p_max)
+        F.warn_fraction_percentile(p_max, "p_max")
+        F.check_nonnegative(lam, "lam")
+        F.check_nonnegative(eps, "eps")
         for name, value in (("k1", k1), ("k2", k2), ("o", o)):
             if not 0 < value <= 1:
                 raise ValueError(f"{name} is a fraction in (0, 1], got {value!r}")
@@ -83,8 +87,7 @@ class AdaSCALE(Detector):
         One forward with grad gives ``z`` and the input gradient, one backward, one forward of
         ``x~``: three passes, against SCALE's one.
         """
-        self._eval_mode()
-        check_inputs(x)
+        check_inputs(x, self.dtype)
         x = x.to(self.device)
         captured: list[Tensor] = []
 
@@ -92,10 +95,11 @@ class AdaSCALE(Detector):
             captured.append(self.features(t))
             return self.head(captured[-1])
 
-        grad = F.input_gradient(model, x)
-        x_tilde = F.perturb(x, grad, o=self.o, eps=self.eps)
-        with torch.no_grad():
-            return captured[0].detach(), self.features(x_tilde)
+        with self.scoring_mode():
+            grad = F.input_gradient(model, x)
+            x_tilde = F.perturb(x, grad, o=self.o, eps=self.eps)
+            with torch.no_grad():
+                return captured[0].detach(), self.features(x_tilde)
 
     # -- fit --------------------------------------------------------------------------------
     def fit(self, data: Data) -> AdaSCALE:
@@ -111,8 +115,11 @@ class AdaSCALE(Detector):
         F.ood_statistic(z, z_perturbed, k1=self.k1, k2=self.k2, lam=self.lam)  # validates
         self.fit_z_ = gather_rows(z.detach())
         self.fit_z_perturbed_ = gather_rows(z_perturbed.detach())
-        self._fit_q = None
+        self._fit_changed()
         return self
+
+    def _fit_changed(self) -> None:
+        self._fit_q = None
 
     @property
     def fit_statistic_(self) -> Tensor:

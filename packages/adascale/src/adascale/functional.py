@@ -9,6 +9,7 @@ may not apply), ``logits`` is ``(B, C)``. Percentiles are in ``[0, 100)`` as in 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Literal
 
@@ -144,6 +145,7 @@ def ood_statistic(
     ``C_o`` sums ``max(z~, 0)`` over the top ``floor(k2 D)`` entries of ``z``. This one function is
     used at fit and at test time (the official HEAD swaps k1 and k2 in one of the two places).
     """
+    check_nonnegative(lam, "lam")
     q, c_o = shift_terms(z, z_perturbed, k1=k1, k2=k2)
     return lam * q + c_o
 
@@ -167,6 +169,23 @@ def adaptive_percentile(
     # sorting an already sorted fit set (the detector caches it so) is a cheap check-free pass
     f = ecdf(q, fit_q if bool((fit_q[1:] >= fit_q[:-1]).all()) else fit_q.sort().values)
     return p_min + (1.0 - f) * (p_max - p_min)
+
+
+def check_nonnegative(value: float, name: str) -> None:
+    """``value`` must be a finite number >= 0 (``lam``, ``eps``)."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def warn_fraction_percentile(percentile: float, name: str = "percentile") -> None:
+    """Warn on a percentile in (0, 1): most likely pytorch-ood's fraction (0.85) for 85."""
+    if 0 < percentile < 1:
+        warnings.warn(
+            f"{name}={percentile!r} is a percentile in [0, 100) here (OpenOOD's convention), so "
+            f"it keeps almost every activation; for pytorch-ood's fraction {percentile!r} pass "
+            f"{name}={100 * percentile:g}",
+            stacklevel=3,
+        )
 
 
 def check_percentiles(p_min: float, p_max: float) -> None:
@@ -200,6 +219,7 @@ def perturb(x: Tensor, grad: Tensor, *, o: float = 0.05, eps: float = 0.5) -> Te
     """``x + eps * sign(g) * 1_M``, ``M`` the ``floor(o * numel)`` smallest-``|g|`` elements."""
     if x.ndim < 2:
         raise ValueError(f"x must be a batch (B, ...), got shape {tuple(x.shape)}")
+    check_nonnegative(eps, "eps")
     numel = x[0].numel()
     n = count_of(o, numel, name="o", what="numel")
     g = grad.flatten(1)

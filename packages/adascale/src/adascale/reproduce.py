@@ -1,20 +1,25 @@
 """Reproduce AdaSCALE's claims at CPU scale: ``python -m adascale.reproduce [--smoke|--quick|--full]``.
 
-ID = eight procedural shape/texture classes (32x32), near-OOD = two held-out classes, far-OOD =
-scikit-image photo/texture crops and noise (:mod:`adascale.shapes`); the classifiers are small
-BatchNorm ResNets trained here (:mod:`adascale.fixture`, shipped checkpoints).
+ID = eight procedural shape/texture classes (32x32); near-OOD = two unseen shapes that deform an ID
+shape (an ellipse, a stretched disk; a diamond, a square turned 45 degrees); far-OOD = scikit-image
+photo/texture crops and noise (:mod:`adascale.shapes`). The classifiers are BatchNorm ResNets with a
+4x4 final map and D >= 512 ReLU'd features, trained here (:mod:`adascale.fixture`; the weights are
+cached in the report's checkpoints, nothing is shipped), of several depths and widths.
 
 1. **Gate and search** (classifier seed 0, validation data only): the AUROC of ``Q``, ``C_o`` and
-   ``Q'`` as OOD scores for every perturbation setting tried (``eps``, ``o``, ``k1/k2``, ``lam``);
-   the best setting on near-OOD validation is kept.
-2. **Comparison** on fresh classifiers (seeds 1-5) and fresh data: Energy, ReAct, ASH-S, SCALE,
-   LTS, OptFS, AdaSCALE-A/L, each method's percentile chosen on the OOD validation split (OpenOOD's
-   APS), never on test; negative controls: a random scorer, AdaSCALE with its ``Q'`` replaced by
-   noise (adaptive but uninformed), and ``Q'`` without the perturbation (``eps = 0``).
+   ``Q'`` as OOD scores for every perturbation setting tried (``eps``, ``o``, ``k1/k2``, ``lam`` up
+   to 1e4); the best setting on near-OOD validation is kept.
+2. **Comparison** on fresh classifiers (other seeds, depths, widths) and fresh data: Energy, ReAct,
+   ASH-S, SCALE, LTS, OptFS, AdaSCALE-A/L, each method's percentile chosen on the OOD validation
+   split (OpenOOD's APS), never on test. A claim holds only beyond 2 paired standard errors over
+   the classifiers. Negative controls: AdaSCALE-A with its per-sample percentiles shuffled across
+   the test samples (adaptive, uninformed; must not beat SCALE), ``Q'`` without the perturbation
+   (``eps = 0``), a random scorer.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -24,41 +29,60 @@ from typing import Any
 import numpy as np
 import torch
 
+from adascale import fixture, shapes
 from adascale import functional as F
-from adascale import shapes
 from adascale.baselines import ASH, LTS, SCALE, Energy, OptFS, ReAct
 from adascale.detector import AdaSCALE
-from adascale.fixture import Recipe, id_accuracy, load_fixture
+from adascale.fixture import Recipe, decode_state, trained_entry
 from adascale.metrics import auroc, fpr_at_tpr
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report
 
-PAPER = {"eps": 0.5, "o": 0.05, "k1": 0.01, "k2": 0.05, "lam": 10.0}
 P_SWEEP = [65, 70, 75, 80, 85, 90, 95]
 ADA_SWEEP = [65, 70, 75, 80, 85, 90, 95, 99]
 REACT_SWEEP = [85, 90, 95, 99]
 METHODS = ("Energy", "ReAct", "ASH-S", "SCALE", "LTS", "OptFS", "AdaSCALE-A", "AdaSCALE-L")
-CONTROLS = ("random", "AdaSCALE-A (noise Q')")
+SHUFFLED = "AdaSCALE-A, shuffled p (control)"
+CONTROLS = ("random (control)", SHUFFLED)
+#: the smoke run's classifier: seconds to train, far too small to test anything
+SMOKE = Recipe(widths=(4, 8, 8), feature_dim=128, n_per_class=12, epochs=1, batch_size=32)
+#: the comparison's classifiers: other seeds than the search's, two depths, three widths
+BACKBONES = (
+    Recipe(seed=1),
+    Recipe(seed=2),
+    Recipe(seed=3, depth=2),
+    Recipe(seed=4, feature_dim=1024),
+    Recipe(seed=5, depth=2, feature_dim=768),
+)
+MORE_BACKBONES = tuple(
+    dataclasses.replace(r, seed=r.seed + 5) for r in BACKBONES
+)  # --full: ten classifiers
 
 
 def sizes(args: ReproduceArgs) -> dict[str, Any]:
     return {
-        "fit": args.pick(smoke=96, quick=600, full=5000),
-        "id": args.pick(smoke=48, quick=400, full=2000),  # per split (val, test), over 8 classes
-        "ood": args.pick(smoke=24, quick=200, full=1000),  # per near/far split
-        "probe": args.pick(smoke=8, quick=100, full=500),  # per candidate class
-        "search_seed": 0,
-        "seeds": args.pick(smoke=[0], quick=[1, 2, 3], full=[1, 2, 3, 4, 5]),
+        "fit": args.pick(smoke=64, quick=400, full=2000),
+        "id": args.pick(smoke=32, quick=400, full=2000),  # per split (val, test), over 8 classes
+        "ood": args.pick(smoke=16, quick=200, full=1000),  # per near/far split
+        "probe": args.pick(smoke=8, quick=80, full=300),  # per unseen class
+        "search": args.pick(smoke=SMOKE, quick=Recipe(seed=0), full=Recipe(seed=0)),
+        "backbones": args.pick(
+            smoke=[dataclasses.replace(SMOKE, seed=1)],
+            quick=list(BACKBONES),
+            full=list(BACKBONES + MORE_BACKBONES),
+        ),
         "grid": args.pick(
             smoke=[(0.5, 0.05)],
-            quick=[(0.1, 0.05), (0.5, 0.05), (2.0, 0.05), (0.5, 0.2)],
-            full=list(itertools.product([0.05, 0.1, 0.25, 0.5, 1.0, 2.0], [0.01, 0.05, 0.2, 0.5])),
+            quick=[(0.5, 0.05), (2.0, 0.05), (0.5, 0.2), (1.0, 0.2)],
+            full=list(itertools.product([0.25, 0.5, 1.0, 2.0], [0.05, 0.2, 0.5])),
         ),
         "stat_grid": [
             (0.01, 0.05, 10.0),
-            (0.01, 0.05, 1.0),
             (0.01, 0.05, 100.0),
-            (0.05, 0.3, 10.0),
+            (0.01, 0.05, 1e3),
+            (0.01, 0.05, 1e4),
+            (0.05, 0.3, 1e3),
+            (0.05, 0.3, 1e4),
         ],
     }
 
@@ -172,14 +196,15 @@ def compare(model: torch.nn.Module, data: dict, setting: dict, seed: int) -> dic
     feats = extract(model, data, setting["eps"], setting["o"])
     fit = feats.pop("fit")
     results, chosen = {}, {}
-    for name, (det, grid) in _detectors(model, setting).items():
+    detectors = _detectors(model, setting)
+    for name, (det, grid) in detectors.items():
         if isinstance(det, AdaSCALE):
             det.fit_features(*fit)
         elif hasattr(det, "fit_features"):
             det.fit_features(fit[0])
         chosen[name] = _aps(det, grid, feats)
         results[name] = _metrics({n: _scores(det, f) for n, f in feats.items()}, "test")
-    results.update(_controls(model, setting, fit, feats, chosen["AdaSCALE-A"], seed))
+    results.update(_controls(detectors["AdaSCALE-A"][0], feats, seed))
     stats = statistics(feats, setting["k1"], setting["k2"], setting["lam"])
     no_pert = statistics(
         {n: (f[0], f[0]) for n, f in feats.items()}, setting["k1"], setting["k2"], setting["lam"]
@@ -199,28 +224,25 @@ def compare(model: torch.nn.Module, data: dict, setting: dict, seed: int) -> dic
     return {"results": results, "chosen": chosen, "gate": gate, "q_hist": q_hist}
 
 
-def _controls(model, setting, fit, feats, ada_point, seed) -> dict[str, dict[str, float]]:
-    """A random scorer, and AdaSCALE-A whose Q' is replaced by noise (adaptive, uninformed)."""
+def _controls(ada: AdaSCALE, feats: dict, seed: int) -> dict[str, dict[str, float]]:
+    """A random scorer, and AdaSCALE-A (its APS point) with the per-sample percentiles shuffled
+    across the test samples: the same percentiles, no longer tied to each sample's ``Q'``."""
     g = torch.Generator().manual_seed(seed)
     random_scores = {n: torch.randn(f[0].shape[0], generator=g) for n, f in feats.items()}
-    det = AdaSCALE(
-        model.features,
-        model.fc,
-        n_fit=None,
-        **{k: setting[k] for k in ("k1", "k2", "lam", "eps", "o")},
-    )
-    det.fit_features(*fit)
-    det.p_max = ada_point["p_max"]
-    fit_q = det.fit_statistic_
-    noisy = {}
-    for n, (z, _) in feats.items():
-        fake_q = fit_q[torch.randint(len(fit_q), (z.shape[0],), generator=g)]  # ID-like draws
-        p = F.adaptive_percentile(fake_q, fit_q, p_min=det.p_min, p_max=det.p_max)
+    names = [n for n in feats if n.endswith("test")]
+    p = torch.cat([ada.percentile_features(*feats[n]) for n in names])
+    p = p[torch.randperm(p.numel(), generator=g)]
+    shuffled, start = {}, 0
+    for n in names:
+        z = feats[n][0]
+        part = p[start : start + z.shape[0]]
+        start += z.shape[0]
         with torch.no_grad():
-            noisy[n] = F.energy(model.fc(z * F.scale_factor(z, p).exp()[:, None].to(z.dtype)))
+            r = F.scale_factor(z, part).to(z.dtype)
+            shuffled[n] = F.energy(ada.head(z * r.exp()[:, None]))
     return {
-        "random": _metrics(random_scores, "test"),
-        "AdaSCALE-A (noise Q')": _metrics(noisy, "test"),
+        "random (control)": _metrics(random_scores, "test"),
+        SHUFFLED: _metrics(shuffled, "test"),
     }
 
 
@@ -230,9 +252,10 @@ def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(a.mean()), se
 
 
-def probe(model: Any, data: dict, n: int, seed: int) -> list[dict]:
-    """Energy's and Q''s (paper setting) AUROC on each unseen shape class alone."""
-    det = AdaSCALE(model.features, model.fc, n_fit=None).fit(data["fit"])
+def probe(model: Any, data: dict, setting: dict, n: int, seed: int) -> list[dict]:
+    """Energy's and Q''s (picked setting) AUROC on each unseen shape class alone."""
+    kw = {k: setting[k] for k in ("k1", "k2", "lam", "eps", "o")}
+    det = AdaSCALE(model.features, model.fc, n_fit=None, **kw).fit(data["fit"])
     energy_det = Energy(model.features, model.fc)
     q_id = det.statistic_features(*det.extract(data["id_val"]))
     e_id = energy_det.score(data["id_val"])
@@ -263,77 +286,85 @@ def _aggregate(runs: list[dict]) -> dict[str, dict[str, tuple[float, float]]]:
     return {n: {k: _mean_se([r["results"][n][k] for r in runs]) for k in keys} for n in names}
 
 
+def _beyond(report: Report, name: str, metric: str, diffs: Sequence[float], note: str) -> None:
+    """A claim that a paired difference (positive = the claim's side) exceeds 2 s.e."""
+    mean, se = _mean_se(diffs)
+    report.claim(
+        name,
+        metric,
+        mean,
+        2 * se,
+        direction="higher",
+        baseline_name="2 paired s.e.",
+        held=bool(mean > 2 * se),
+        samples=len(diffs),
+        note=note,
+    )
+
+
 def _claims(report: Report, runs: list[dict], agg: dict, n: int) -> None:
     gate = {k: _mean_se([r["gate"][k] for r in runs]) for k in runs[0]["gate"]}
-    q_near, q_se = gate["AUROC(Q') near"]
-    q_far = gate["AUROC(Q') far"][0]
-    report.claim(
-        "premise: Q' separates ID from near-OOD",
-        "AUROC(Q') near",
-        q_near,
-        0.6,
-        direction="higher",
-        baseline_name="gate 0.6",
-        samples=n,
-        note=f"s.e. {q_se:.3f}; far-OOD AUROC(Q') {q_far:.3f}",
-    )
-    no_pert = gate["AUROC(Q', eps=0) near"][0]
-    report.claim(
+    for kind in ("near", "far"):
+        q, q_se = gate[f"AUROC(Q') {kind}"]
+        report.claim(
+            f"premise: Q' separates ID from {kind}-OOD (AUROC > 0.6 beyond 2 s.e.)",
+            f"AUROC(Q') {kind}",
+            q,
+            0.6,
+            direction="higher",
+            baseline_name="gate 0.6",
+            held=bool(q - 2 * q_se > 0.6),
+            samples=n,
+            note=f"s.e. {q_se:.3f}; AUROC(Q) {gate[f'AUROC(Q) {kind}'][0]:.3f}, "
+            f"AUROC(C_o) {gate[f'AUROC(C_o) {kind}'][0]:.3f}",
+        )
+
+    def diffs(a: str, b: str, key: str) -> list[float]:
+        # paired per classifier; positive = a's FPR@95 is lower
+        return [r["results"][b][key] - r["results"][a][key] for r in runs]
+
+    _beyond(
+        report,
         "the perturbation adds information to Q' (control: eps = 0)",
-        "AUROC(Q') near",
-        q_near,
-        no_pert,
-        direction="higher",
-        baseline_name="Q' without perturbation",
-        samples=n,
-        note="Q' with z~ = z is the top-k2 activation sum alone; a tie means Q adds nothing",
+        "AUROC(Q') - AUROC(Q', eps=0), near",
+        [r["gate"]["AUROC(Q') near"] - r["gate"]["AUROC(Q', eps=0) near"] for r in runs],
+        "Q' with z~ = z is the top-k2 activation sum alone",
     )
     for kind in ("near", "far"):
         key = f"{kind} FPR@95"
-        ours, ours_se = agg["AdaSCALE-A"][key]
         for rival in ("SCALE", "OptFS"):
-            base, base_se = agg[rival][key]
-            report.claim(
-                f"AdaSCALE-A FPR@95 <= {rival}'s ({kind}-OOD)",
-                key,
-                ours,
-                base,
-                direction="lower",
-                baseline_name=rival,
-                samples=n,
-                note=f"s.e. {ours_se:.4f} vs {base_se:.4f}",
+            _beyond(
+                report,
+                f"AdaSCALE-A FPR@95 < {rival}'s ({kind}-OOD)",
+                f"{rival} - AdaSCALE-A, {key}",
+                diffs("AdaSCALE-A", rival, key),
+                f"FPR@95 {agg['AdaSCALE-A'][key][0]:.4f} vs {agg[rival][key][0]:.4f}",
             )
-    gains = {
-        kind: _mean_se(
-            [
-                r["results"]["SCALE"][f"{kind} FPR@95"]
-                - r["results"]["AdaSCALE-A"][f"{kind} FPR@95"]
-                for r in runs
-            ]
-        )
-        for kind in ("near", "far")
-    }
-    report.claim(
-        "the gain over SCALE is larger near than far",
-        "FPR@95 gain over SCALE",
-        gains["near"][0],
-        gains["far"][0],
-        direction="higher",
-        baseline_name="far-OOD gain",
-        samples=n,
-        note=f"s.e. {gains['near'][1]:.4f} (near), {gains['far'][1]:.4f} (far)",
+    near, far = (
+        diffs("AdaSCALE-A", "SCALE", "near FPR@95"),
+        diffs("AdaSCALE-A", "SCALE", "far FPR@95"),
     )
-    for control in CONTROLS:
-        key = "near FPR@95"
-        report.claim(
-            f"AdaSCALE-A beats the negative control '{control}' (near)",
-            key,
-            agg["AdaSCALE-A"][key][0],
-            agg[control][key][0],
-            direction="lower",
-            baseline_name=control,
-            samples=n,
-        )
+    _beyond(
+        report,
+        "the gain over SCALE is larger near than far",
+        "near gain - far gain (FPR@95)",
+        [a - b for a, b in zip(near, far, strict=True)],
+        f"gains {np.mean(near):.4f} near, {np.mean(far):.4f} far",
+    )
+    _beyond(
+        report,
+        "the adaptive part carries information: AdaSCALE-A beats its shuffled-p twin (near)",
+        "shuffled - AdaSCALE-A, near FPR@95",
+        diffs("AdaSCALE-A", SHUFFLED, "near FPR@95"),
+        "same percentiles, shuffled across test samples",
+    )
+    _beyond(
+        report,
+        "negative control (must read not held): shuffled-p AdaSCALE-A beats SCALE (near)",
+        "SCALE - shuffled, near FPR@95",
+        diffs(SHUFFLED, "SCALE", "near FPR@95"),
+        "held would mean a gain without information in Q'",
+    )
 
 
 def _tables(report: Report, rows: list[dict], setting: dict, runs: list[dict], agg: dict) -> None:
@@ -345,16 +376,23 @@ def _tables(report: Report, rows: list[dict], setting: dict, runs: list[dict], a
         ],
     )
     report.table(
-        "Test metrics, mean ± s.e. over classifier seeds (percentiles by APS on validation)",
+        "Test metrics, mean ± s.e. over classifiers (percentiles by APS on validation)",
         [{"method": n, **{k: f"{m:.4f} ± {s:.4f}" for k, (m, s) in agg[n].items()}} for n in agg],
     )
     report.table(
-        "Gate on test (AUROC of each statistic as an OOD score), per seed",
-        [{"seed": r["seed"], **{k: round(v, 4) for k, v in r["gate"].items()}} for r in runs],
+        "Gate on test (AUROC of each statistic as an OOD score), per classifier",
+        [
+            {"classifier": r["classifier"], "ID acc": r["accuracy"]}
+            | {k: round(v, 4) for k, v in r["gate"].items()}
+            for r in runs
+        ],
     )
     report.table(
-        "Percentiles chosen on validation, per seed",
-        [{"seed": r["seed"], **{n: str(p) for n, p in r["chosen"].items() if p}} for r in runs],
+        "Percentiles chosen on validation, per classifier",
+        [
+            {"classifier": r["classifier"], **{n: str(p) for n, p in r["chosen"].items() if p}}
+            for r in runs
+        ],
     )
 
 
@@ -369,18 +407,27 @@ def _figures(report: Report, runs: list[dict], agg: dict) -> None:
         ax.bar(range(len(names)), means, yerr=errs, color=["C0"] * 6 + ["C3"] * 2 + ["0.6"] * 2)
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right")
         ax.set_title(f"{kind}-OOD FPR@95 (lower is better, ±2 s.e.)")
-    report.figure("fpr95", fig, "FPR@95 per method on the test split, mean over classifier seeds")
+    report.figure("fpr95", fig, "FPR@95 per method on the test split, mean over classifiers")
     fig, ax = subplots(figsize=(6, 3.5))
     hist = runs[0]["q_hist"]
     for name, label in (("id_test", "ID"), ("near_test", "near-OOD"), ("far_test", "far-OOD")):
         ax.hist(hist[name], bins=40, alpha=0.5, density=True, label=label)
     ax.set_xlabel("Q' = lam Q + C_o")
     ax.legend()
-    report.figure("q_prime", fig, "Q' on the test split of the first comparison seed")
+    report.figure("q_prime", fig, "Q' on the test split of the first comparison classifier")
+
+
+def classifier(report: Report, recipe: Recipe) -> tuple[torch.nn.Module, float]:
+    """The trained fixture for ``recipe`` and its ID accuracy, trained once and cached in the
+    report's checkpoints (keyed on the fixture and data code only)."""
+    entry = report.cached(
+        f"fixture-{recipe.key()}", lambda: trained_entry(recipe), code=[fixture, shapes]
+    )
+    return decode_state(recipe, entry["state"]), float(entry["accuracy"])
 
 
 def run(args: ReproduceArgs) -> Report:
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # small convolutions: one thread beats two busy cores
     cfg = sizes(args)
     report = Report(
         "adascale",
@@ -389,35 +436,36 @@ def run(args: ReproduceArgs) -> Report:
         {
             "size": args.size,
             "seed": args.seed,
-            **{k: cfg[k] for k in ("fit", "id", "ood", "seeds")},
+            **{k: cfg[k] for k in ("fit", "id", "ood")},
+            "backbones": [r.name for r in cfg["backbones"]],
         },
     )
-    search_model = load_fixture(Recipe(seed=cfg["search_seed"]))
-    search_data = datasets(args.seed + cfg["search_seed"], cfg["fit"], cfg["id"], cfg["ood"])
+    search_model, _ = classifier(report, cfg["search"])
+    search_data = datasets(args.seed, cfg["fit"], cfg["id"], cfg["ood"])
     rows = report.cached(
         "search", lambda: search(search_model, search_data, cfg["grid"], cfg["stat_grid"])
     )
     setting = _pick_setting(rows)
     probe_rows = report.cached(
-        "probe", lambda: probe(search_model, search_data, cfg["probe"], args.seed)
+        "probe", lambda: probe(search_model, search_data, setting, cfg["probe"], args.seed)
     )
     runs = []
-    for seed in progress(cfg["seeds"], desc="classifier seeds"):
-        model = load_fixture(Recipe(seed=seed))
+    for recipe in progress(cfg["backbones"], desc="classifiers"):
+        model, accuracy = classifier(report, recipe)
 
-        def one(seed: int = seed, model: Any = model) -> dict:
-            data = datasets(args.seed + 100 + seed, cfg["fit"], cfg["id"], cfg["ood"])
-            out = compare(model, data, setting, seed)
-            return {**out, "seed": seed, "accuracy": id_accuracy(model, seed=77 + seed)}
+        def one(recipe: Recipe = recipe, model: Any = model) -> dict:
+            data = datasets(args.seed + 100 + recipe.seed, cfg["fit"], cfg["id"], cfg["ood"])
+            return compare(model, data, setting, recipe.seed)
 
-        runs.append(report.cached(f"compare-seed{seed}", one))
+        out = report.cached(f"compare-{recipe.key()}", one)
+        runs.append({**out, "classifier": recipe.name, "accuracy": accuracy})
     n = len(runs)
     agg = _aggregate(runs)
-    acc = _mean_se([r["accuracy"] for r in runs])
+    worst = min(r["accuracy"] for r in runs)
     report.claim(
-        "the fixture classifiers have learned their task",
-        "ID accuracy",
-        acc[0],
+        "the fixture classifiers have learned their task (every one)",
+        "lowest ID accuracy",
+        worst,
         0.95,
         direction="higher",
         baseline_name="0.95 floor",
@@ -425,7 +473,7 @@ def run(args: ReproduceArgs) -> Report:
     )
     _claims(report, runs, agg, n)
     _tables(report, rows, setting, runs, agg)
-    report.table("Unseen shape classes one by one (classifier seed 0, paper setting)", probe_rows)
+    report.table("Unseen shape classes one by one (classifier seed 0, picked setting)", probe_rows)
     _figures(report, runs, agg)
     report.settings["picked_setting"] = setting
     return report

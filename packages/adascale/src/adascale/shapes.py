@@ -1,10 +1,14 @@
 """Procedural 32x32 grayscale images for the CPU reproduction: nothing is downloaded.
 
-Ten shape/texture classes drawn at random position, size, contrast and noise. The reproduction
-trains on eight (:data:`ID_CLASSES`) and keeps two as near-OOD (:data:`NEAR_CLASSES`): a ring (close
-to the disk) and a 135-degree grating (close to the other gratings); four more unseen shapes
-(:data:`CANDIDATE_CLASSES`) are probed per class. Far-OOD are crops of
-scikit-image's bundled photographs and textures, and uniform/Gaussian noise.
+Fourteen shape/texture classes drawn at random position, size, contrast and noise. The
+reproduction trains on eight (:data:`ID_CLASSES`) and keeps two as near-OOD (:data:`NEAR_CLASSES`),
+each a deformation of one ID shape with its edges, fill, contrast and noise: an ellipse (a
+stretched disk) and a diamond (a square turned 45 degrees). Four more unseen classes
+(:data:`CANDIDATE_CLASSES`: outlines, dots, a fourth grating orientation) are probed one by one.
+Far-OOD are crops of scikit-image's bundled photographs and textures, and Gaussian pixel noise
+(mean 0.3, s.d. 0.2): unlike anything in the ID set. Uniform pixel noise is left out: the
+classifier confuses its high-contrast grain with its gratings and checkers (energy AUROC 0.64,
+measured on the seed-0 classifier), so it is not *far*.
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ CLASSES = (
     "diamond",
 )
 ID_CLASSES = tuple(range(8))
-NEAR_CLASSES = (8, 9)
+NEAR_CLASSES = (11, 13)
 #: other unseen shapes, probed once in the reproduction (energy and Q' AUROC per class)
-CANDIDATE_CLASSES = (10, 11, 12, 13)
+CANDIDATE_CLASSES = (8, 9, 10, 12)
 FAR_IMAGES = ("camera", "moon", "coins", "brick", "grass", "gravel", "text", "page", "clock")
 # input normalisation the models are trained with: eps is in these units
 MEAN, STD = 0.3, 0.3
@@ -132,12 +136,13 @@ def _photos() -> tuple[np.ndarray, ...]:
 
 
 def far_ood(n: int, seed: int) -> np.ndarray:
-    """``n`` far-OOD images: half photo/texture crops (scikit-image), a quarter each noise kind."""
+    """``n`` far-OOD images: three quarters photo/texture crops (scikit-image), a quarter Gaussian
+    noise."""
     from skimage import transform
 
     rng = np.random.default_rng(seed)
     photos = _photos()
-    n_photo = n // 2
+    n_photo = n - n // 4
     crops = np.empty((n_photo, SIZE, SIZE), dtype=np.float32)
     for i in range(n_photo):
         img = photos[rng.integers(len(photos))]
@@ -145,10 +150,8 @@ def far_ood(n: int, seed: int) -> np.ndarray:
         top, left = (int(rng.integers(s - side)) for s in img.shape)
         crop = img[top : top + side, left : left + side]
         crops[i] = transform.resize(crop, (SIZE, SIZE), anti_aliasing=True)
-    n_noise = n - n_photo
-    uniform = rng.uniform(0, 1, (n_noise // 2, SIZE, SIZE)).astype(np.float32)
-    gauss = np.clip(rng.normal(0.3, 0.2, (n_noise - n_noise // 2, SIZE, SIZE)), 0, 1)
-    out = np.concatenate([crops, uniform, gauss.astype(np.float32)])[:, None]
+    gauss = np.clip(rng.normal(0.3, 0.2, (n - n_photo, SIZE, SIZE)), 0, 1)
+    out = np.concatenate([crops, gauss.astype(np.float32)])[:, None]
     return out[rng.permutation(n)]
 
 
