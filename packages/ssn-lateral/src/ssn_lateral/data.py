@@ -191,7 +191,11 @@ def degrade(
     noise: float = 0.0,
     random_state: int | np.random.Generator | None = None,
 ) -> np.ndarray:
-    """``contrast * X + noise * xi``, ``xi`` standard normal: the degraded inputs of the claims."""
+    """``contrast * X + noise * xi / sqrt(d)``, ``xi`` standard normal: the degraded inputs.
+
+    The noise is scaled by ``1 / sqrt(d)`` (``d`` features) so that ``noise`` is the noise-to-signal
+    ratio of norms for unit-norm patches: ``noise = 1`` is noise as large as the clean patch.
+    """
     if not np.isfinite(contrast) or contrast <= 0:
         raise ValueError(f"contrast must be > 0, got {contrast}")
     if not np.isfinite(noise) or noise < 0:
@@ -199,7 +203,8 @@ def degrade(
     X = np.asarray(X)
     out = contrast * X
     if noise:
-        out = out + noise * np.random.default_rng(random_state).standard_normal(X.shape)
+        xi = np.random.default_rng(random_state).standard_normal(X.shape)
+        out = out + noise / np.sqrt(X.shape[-1]) * xi
     return out
 
 
