@@ -22,6 +22,8 @@ from ssn_lateral.plasticity import (
     OjaFeedforward,
     PlasticityRule,
     RowSums,
+    default_rules,
+    switching_rules,
 )
 from ssn_lateral.training import TrainingLog, train_local
 
@@ -52,7 +54,9 @@ __all__ = [
     "__version__",
     "baselines",
     "data",
+    "default_rules",
     "metrics",
     "plasticity",
+    "switching_rules",
     "train_local",
 ]

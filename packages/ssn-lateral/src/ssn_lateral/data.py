@@ -118,7 +118,7 @@ class ZCAWhitener:
     def fit(self, X: np.ndarray) -> ZCAWhitener:
         X = np.asarray(X, dtype=np.float64)
         self.mean_ = X.mean(axis=0)
-        cov = np.cov(X - self.mean_, rowvar=False)
+        cov = np.atleast_2d(np.cov(X - self.mean_, rowvar=False))
         lam, U = np.linalg.eigh(cov)
         lam = np.maximum(lam, self.eps * lam.max())
         self.matrix_ = (U / np.sqrt(lam)) @ U.T
@@ -208,22 +208,33 @@ def degrade(
     return out
 
 
-def check_whitened(X: np.ndarray, *, mean_tol: float = 0.25, cond_tol: float = 100.0) -> None:
-    """Warn when patches look neither centred nor whitened, naming the measured figures."""
+def check_whitened(X: np.ndarray, *, mean_tol: float = 1.0, cond_tol: float = 5.0) -> None:
+    """Warn when patches look neither centred nor whitened, naming the measured figures.
+
+    The covariance condition number is compared with ``cond_tol`` times the Marchenko-Pastur bound
+    ``((1 + sqrt(q)) / (1 - sqrt(q)))^2``, ``q = d / n``, that white data of this size reaches by
+    chance; with ``n <= d`` samples only the mean is checked.
+    """
     X = np.asarray(X, dtype=np.float64)
-    if X.shape[0] < 2:
+    n, d = X.shape
+    if n < 2:
         return
     scale = np.sqrt((X**2).mean()) or 1.0
     mean = float(np.abs(X.mean(axis=0)).max() / scale)
-    lam = np.linalg.eigvalsh(np.cov(X, rowvar=False))
-    # directions with no variance at all (per-patch mean removal leaves one) are rank, not colour
-    lam = lam[lam > 1e-8 * lam.max()] if lam.max() > 0 else lam
-    cond = float(lam.max() / lam.min()) if lam.size and lam.min() > 0 else float("inf")
-    if mean > mean_tol or cond > cond_tol:
+    cond, bound = float("nan"), float("inf")
+    if n > d:
+        lam = np.linalg.eigvalsh(np.cov(X, rowvar=False).reshape(d, d))
+        # directions with no variance at all (per-patch mean removal leaves one) are rank, not colour
+        lam = lam[lam > 1e-8 * lam.max()] if lam.max() > 0 else lam
+        cond = float(lam.max() / lam.min()) if lam.size and lam.min() > 0 else float("inf")
+        q = d / n
+        bound = cond_tol * ((1 + np.sqrt(q)) / (1 - np.sqrt(q))) ** 2
+    if mean > mean_tol or cond > bound:
         warnings.warn(
             f"input patches do not look centred and whitened: max |column mean| = {mean:.3g} of "
             f"the RMS value (expected < {mean_tol}), covariance condition number = {cond:.3g} "
-            f"(expected < {cond_tol}). Pass whiten=True or whiten them (data.ZCAWhitener).",
+            f"(expected < {bound:.3g} for white data of this size). Pass whiten=True or whiten "
+            "them (data.ZCAWhitener).",
             UserWarning,
             stacklevel=3,
         )

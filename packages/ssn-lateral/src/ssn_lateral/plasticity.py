@@ -29,6 +29,7 @@ __all__ = [
     "RowSums",
     "apply_deltas",
     "default_rules",
+    "switching_rules",
     "oja_delta",
     "project_",
 ]
@@ -226,3 +227,9 @@ def default_rules(p_e: float = 1.0, p_i: float = 2.0, eta: float = 1e-2) -> list
         CovarianceEE(eta),
         HomeostaticThreshold(eta, p_e, p_i),
     ]
+
+
+def switching_rules(p_e: float = 1.0, p_i: float = 2.0, eta: float = 1e-2) -> list[PlasticityRule]:
+    """The rules of the setting the reproduction selects: E->I, I->E, I->I and feed-forward
+    plasticity, no E->E rule and no homeostasis (README, "settings searched")."""
+    return [OjaFeedforward(eta), OjaEI(eta), AntiHebbianIE(eta, p_e, p_i), AntiHebbianII(eta, p_i)]
