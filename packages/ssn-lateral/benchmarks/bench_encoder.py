@@ -20,9 +20,9 @@ import warnings
 
 import torch
 from sklearn.decomposition import MiniBatchDictionaryLearning, SparseCoder
+from ssn_lateral import RowSums, SSNEncoder, SSNParams, data, switching_rules
 
 from shared_core.bench import compare
-from ssn_lateral import RowSums, SSNEncoder, SSNParams, data, switching_rules
 
 
 def encoder(n_units: int, n_iter: int) -> SSNEncoder:
@@ -44,8 +44,12 @@ def main() -> None:
     warnings.simplefilter("ignore")
     X = data.natural_patches(args.patches, 8, images="textures", random_state=0)
     ssn = encoder(args.units, 20).fit(X)
-    dico = MiniBatchDictionaryLearning(args.units, alpha=0.1, max_iter=1, batch_size=100, random_state=0).fit(X)
-    coder = SparseCoder(dico.components_, transform_algorithm="lasso_lars", transform_alpha=0.1, n_jobs=1)
+    dico = MiniBatchDictionaryLearning(
+        args.units, alpha=0.1, max_iter=1, batch_size=100, random_state=0
+    ).fit(X)
+    coder = SparseCoder(
+        dico.components_, transform_algorithm="lasso_lars", transform_alpha=0.1, n_jobs=1
+    )
     encode = compare(
         lambda: ssn.transform(X), lambda: coder.transform(X), name="SSNEncoder.transform",
         baseline_name="SparseCoder(lasso_lars).transform", repeats=args.repeats, warmup=1,

@@ -16,7 +16,16 @@ from ssn_lateral import RowSums, SSNEncoder, SSNParams, plasticity
 
 PAPER: dict[str, Any] = {
     # dynamics (canonical SSN values, spec section 2.1)
-    "params": {"n": 2.0, "k": 0.04, "tau_e": 20.0, "tau_i": 10.0, "dt": 1.0, "t_max": 2000.0, "tol": 1e-4, "r_max": 1e4},
+    "params": {
+        "n": 2.0,
+        "k": 0.04,
+        "tau_e": 20.0,
+        "tau_i": 10.0,
+        "dt": 1.0,
+        "t_max": 2000.0,
+        "tol": 1e-4,
+        "r_max": 1e4,
+    },
     # network (spec section 2.3, guesses)
     "n_components": 64,
     "n_inhibitory": 16,
@@ -55,5 +64,7 @@ def build(config: dict[str, Any] = PAPER, random_state: int | None = 0) -> SSNEn
 
 if __name__ == "__main__":
     enc = build()
-    print(json.dumps({**PAPER, "encoder": {k: str(v) for k, v in enc.get_params().items()}}, indent=2))
+    print(
+        json.dumps({**PAPER, "encoder": {k: str(v) for k, v in enc.get_params().items()}}, indent=2)
+    )
     assert dataclasses.is_dataclass(enc.get_params()["params"])

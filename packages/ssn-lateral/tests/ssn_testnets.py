@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-
 from ssn_lateral import SSN, SSNParams
 
 TWO_POP = {"W_ee": 1.25, "W_ei": 0.65, "W_ie": 1.2, "W_ii": 0.5}

@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
 from sklearn.linear_model import Lasso
-
 from ssn_lateral import LCA, ICACoder, SparseCoder, data
 from ssn_lateral.baselines import lca_codes
 
@@ -21,7 +20,9 @@ def test_linear_baselines_scale_with_contrast():
     X = data.natural_patches(300, 6, images="textures", random_state=0)
     ica = ICACoder(8, max_iter=50, random_state=0).fit(X)
     # the peer's own transform of the degraded patch
-    np.testing.assert_allclose(ica.transform(X[:5], contrast=0.5), ica.model_.transform(0.5 * X[:5]), atol=1e-12)
+    np.testing.assert_allclose(
+        ica.transform(X[:5], contrast=0.5), ica.model_.transform(0.5 * X[:5]), atol=1e-12
+    )
     sc = SparseCoder(8, max_iter=1, random_state=0).fit(X)
     lca = LCA(8, max_iter=1, random_state=0).fit(X)
     assert sc.transform(X[:5]).shape == lca.transform(X[:5]).shape == (5, 8)

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-
 from ssn_lateral import data
 
 
@@ -9,9 +8,13 @@ def test_natural_patches_are_whitened_unit_norm_and_labelled():
     assert X.shape == (1200, 36) and y.shape == (1200,)
     np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, rtol=1e-10)
     assert sorted(np.bincount(y)) == [200] * 6
-    lam = np.linalg.eigvalsh(np.cov(X, rowvar=False))[1:]  # one direction removed by mean subtraction
+    lam = np.linalg.eigvalsh(np.cov(X, rowvar=False))[
+        1:
+    ]  # one direction removed by mean subtraction
     assert lam.max() / lam.min() < 5  # whitened (up to the per-patch normalisation)
-    raw = data.natural_patches(1200, 6, images="textures", whiten=None, normalize=False, random_state=0)
+    raw = data.natural_patches(
+        1200, 6, images="textures", whiten=None, normalize=False, random_state=0
+    )
     raw_lam = np.linalg.eigvalsh(np.cov(raw, rowvar=False))[1:]
     assert raw_lam.max() / raw_lam.min() > 50  # natural images are strongly coloured
 
@@ -57,7 +60,7 @@ def test_degrade_and_zca():
     noisy = data.degrade(np.zeros((20000, 1)), 1.0, 0.3, random_state=0)
     assert noisy.std() == pytest.approx(0.3, rel=0.02)
     for bad in ({"contrast": 0.0}, {"contrast": -1.0}, {"noise": -0.1}, {"contrast": np.nan}):
-        with pytest.raises(ValueError, match="contrast|noise"):
+        with pytest.raises(ValueError, match=r"contrast|noise"):
             data.degrade(X, **{"contrast": 1.0, "noise": 0.0, **bad})
     rng = np.random.default_rng(0)
     Z = rng.standard_normal((5000, 4)) @ rng.standard_normal((4, 4))

@@ -2,10 +2,9 @@ import numpy as np
 import pytest
 import torch
 from scipy.optimize import fsolve
-from ssn_testnets import TWO_POP, random_net, two_pop
-
 from ssn_lateral import SSN, SSNParams
 from ssn_lateral.dynamics import fixed_point_jacobian, rhs, rhs_jacobian
+from ssn_testnets import TWO_POP, random_net, two_pop
 
 # spec section 2.2, measured there with Euler dt = 0.5 ms warm-started along increasing c
 TABLE = [
@@ -59,7 +58,9 @@ def test_fixed_point_residual_and_fsolve():
     assert float((F - r).abs().max()) < 1e-8
     Wn, hn = W.numpy(), h.numpy()
     for row in range(3):
-        root = fsolve(lambda v: 0.04 * np.maximum(Wn @ v + hn[row], 0) ** 2 - v, np.zeros(9), xtol=1e-13)
+        root = fsolve(
+            lambda v, h=hn[row]: 0.04 * np.maximum(Wn @ v + h, 0) ** 2 - v, np.zeros(9), xtol=1e-13
+        )
         np.testing.assert_allclose(r[row].numpy(), root, rtol=1e-7, atol=1e-10)
 
 
@@ -135,13 +136,15 @@ def test_jacobian_against_autograd():
     J = net.jacobian(r)
     for row in range(2):
         auto = torch.autograd.functional.jacobian(
-            lambda v: rhs(v[None], W, h[row : row + 1], 0.04, 2.0, tau)[0], r[row]
+            lambda v, h=h[row : row + 1]: rhs(v[None], W, h, 0.04, 2.0, tau)[0], r[row]
         )
         torch.testing.assert_close(J[row], auto, rtol=1e-6, atol=1e-10)
     # away from a fixed point the drive-based Jacobian is the exact one
     r_any = torch.rand(2, 9, dtype=torch.float64) * 5
     J_any = rhs_jacobian(r_any, W, h, 0.04, 2.0, tau)
-    auto = torch.autograd.functional.jacobian(lambda v: rhs(v[None], W, h[:1], 0.04, 2.0, tau)[0], r_any[0])
+    auto = torch.autograd.functional.jacobian(
+        lambda v: rhs(v[None], W, h[:1], 0.04, 2.0, tau)[0], r_any[0]
+    )
     torch.testing.assert_close(J_any[0], auto, rtol=1e-6, atol=1e-12)
     assert not torch.allclose(fixed_point_jacobian(r_any, W, 0.04, 2.0, tau)[0], auto)
 
@@ -149,7 +152,9 @@ def test_jacobian_against_autograd():
 def test_uniform_network_has_the_two_population_fixed_point():
     # rows summing to the 2-population weights: uniform drive gives the 2-population rates
     net = random_net(n_e=8, n_i=4, n_in=1, signed_input=True)
-    net.set_weights(Q_e=torch.ones(8, 1, dtype=torch.float64), Q_i=torch.ones(4, 1, dtype=torch.float64))
+    net.set_weights(
+        Q_e=torch.ones(8, 1, dtype=torch.float64), Q_i=torch.ones(4, 1, dtype=torch.float64)
+    )
     r = net.steady_state(torch.full((1, 1), 5.98, dtype=torch.float64))
     np.testing.assert_allclose(r[0, :8].numpy(), 2.025, rtol=0.01)
     np.testing.assert_allclose(r[0, 8:].numpy(), 2.153, rtol=0.01)
@@ -160,7 +165,9 @@ def test_batch_rows_are_independent_of_each_other():
     x = torch.rand(6, 4, dtype=torch.float64) * torch.tensor([[0.1], [1], [5], [10], [20], [30]])
     full = net.steady_state(x)
     for row in (0, 5):
-        torch.testing.assert_close(net.steady_state(x[row : row + 1])[0], full[row], rtol=1e-13, atol=1e-18)
+        torch.testing.assert_close(
+            net.steady_state(x[row : row + 1])[0], full[row], rtol=1e-13, atol=1e-18
+        )
 
 
 def test_simulate_reaches_the_steady_state_and_records():

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 import torch
 from sklearn.base import clone
-
 from ssn_lateral import SSNEncoder, SSNParams, data
 
 
@@ -12,7 +11,13 @@ def patches():
 
 
 def _small(**kw):
-    settings = {"n_components": 12, "n_iter": 5, "batch_size": 20, "params": SSNParams(tol=1e-4), "random_state": 0}
+    settings = {
+        "n_components": 12,
+        "n_iter": 5,
+        "batch_size": 20,
+        "params": SSNParams(tol=1e-4),
+        "random_state": 0,
+    }
     return SSNEncoder(**{**settings, **kw})
 
 
@@ -42,7 +47,9 @@ def test_ablated_is_the_closed_form_power_law(fitted, patches):
     net = fitted.network_
     x = torch.as_tensor(patches[:10], dtype=torch.float32)
     h = net.drive(x, contrast=0.5)[:, :12]
-    np.testing.assert_allclose(abl.transform(patches[:10], contrast=0.5), (0.04 * h.clamp(min=0) ** 2).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        abl.transform(patches[:10], contrast=0.5), (0.04 * h.clamp(min=0) ** 2).numpy(), rtol=1e-6
+    )
     assert fitted.lateral  # the original is untouched
     assert not np.allclose(abl.transform(patches[:10]), fitted.transform(patches[:10]))
 
@@ -54,7 +61,9 @@ def test_transform_degrades_like_data_degrade(fitted, patches):
 
 
 def test_whitening_inside_the_encoder():
-    raw = data.natural_patches(300, 6, images="textures", whiten=None, normalize=False, random_state=1)
+    raw = data.natural_patches(
+        300, 6, images="textures", whiten=None, normalize=False, random_state=1
+    )
     enc = _small(whiten=True).fit(raw)
     white = (raw - enc.mean_) @ enc.whitening_
     assert np.linalg.norm(white, axis=1).mean() == pytest.approx(1.0, rel=1e-6)
@@ -66,7 +75,14 @@ def test_whitening_inside_the_encoder():
 def test_sklearn_check_estimator_basics():
     from sklearn.utils.estimator_checks import check_estimator
 
-    est = SSNEncoder(4, n_iter=2, batch_size=5, input_gain=5.0, params=SSNParams(tol=1e-3, t_max=200.0), random_state=0)
+    est = SSNEncoder(
+        4,
+        n_iter=2,
+        batch_size=5,
+        input_gain=5.0,
+        params=SSNParams(tol=1e-3, t_max=200.0),
+        random_state=0,
+    )
     import warnings
 
     with warnings.catch_warnings():

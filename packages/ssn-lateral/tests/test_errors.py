@@ -2,16 +2,17 @@ import warnings
 
 import pytest
 import torch
-from ssn_testnets import random_net, two_pop
-
 from ssn_lateral import SSN, ConvergenceWarning, SSNDivergenceError, SSNParams
+from ssn_testnets import random_net, two_pop
 
 
 def test_divergence_names_contrast_step_and_rate():
     net = two_pop(SSNParams(dt=0.5, t_max=2000.0))
     net.W_ii.data.fill_(0.0)
     net.W_ei.data.fill_(0.1)  # det(W) < 0: runaway excitation
-    with pytest.raises(SSNDivergenceError, match=r"contrast 20.0 on Euler step \d+: max rate .* > r_max=1000"):
+    with pytest.raises(
+        SSNDivergenceError, match=r"contrast 20.0 on Euler step \d+: max rate .* > r_max=1000"
+    ):
         net.steady_state(torch.ones(1, 1, dtype=torch.float64), contrast=20.0)
 
 
@@ -61,7 +62,11 @@ def test_no_inhibition_with_lateral_warns():
 def test_bad_inputs():
     net = random_net()
     x = torch.ones(2, 4, dtype=torch.float64)
-    for kw, match in (({"contrast": 0.0}, "contrast"), ({"contrast": -1.0}, "contrast"), ({"noise": -0.1}, "noise")):
+    for kw, match in (
+        ({"contrast": 0.0}, "contrast"),
+        ({"contrast": -1.0}, "contrast"),
+        ({"noise": -0.1}, "noise"),
+    ):
         with pytest.raises(ValueError, match=match):
             net.steady_state(x, **kw)
     with pytest.raises(ValueError, match="NaN"):

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 import torch
-from ssn_testnets import random_net
-
+from ssn_lateral import SSNDivergenceError
 from ssn_lateral import plasticity as P
 from ssn_lateral.training import init_network, train_local
+from ssn_testnets import random_net
 
 RULES = [
     P.OjaFeedforward(0.1),
@@ -29,14 +29,19 @@ def test_rule_deltas_match_their_formulas():
     r_e, r_i = r[:, :6], r[:, 6:]
     d = P.OjaFeedforward(1.0)(net, pre, r)
     expected = np.mean(
-        [np.outer(re, p) - (re**2)[:, None] * net.Q_e.numpy() for re, p in zip(r_e.numpy(), pre.numpy())],
+        [
+            np.outer(re, p) - (re**2)[:, None] * net.Q_e.numpy()
+            for re, p in zip(r_e.numpy(), pre.numpy(), strict=True)
+        ],
         axis=0,
     )
     np.testing.assert_allclose(d["Q_e"].numpy(), expected, rtol=1e-12)
     d = P.AntiHebbianIE(1.0, 0.5, 0.7)(net, pre, r)
     np.testing.assert_allclose(d["W_ei"].numpy(), (r_e.T @ r_i / 7 - 0.35).numpy(), rtol=1e-12)
     d = P.CovarianceEE(1.0)(net, pre, r)
-    np.testing.assert_allclose(d["W_ee"].numpy(), np.cov(r_e.numpy().T, bias=True), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        d["W_ee"].numpy(), np.cov(r_e.numpy().T, bias=True), rtol=1e-10, atol=1e-12
+    )
     d = P.HomeostaticThreshold(1.0, 0.5, 0.7)(net, pre, r)
     np.testing.assert_allclose(d["b"].numpy()[:6], -(r_e.mean(0).numpy() - 0.5), rtol=1e-12)
     d = P.FixedLikeToLike(1.0)(net, pre, r)
@@ -44,7 +49,7 @@ def test_rule_deltas_match_their_formulas():
     np.testing.assert_allclose((net.W_ee + d["W_ee"]).numpy(), target, rtol=1e-12)
 
 
-@pytest.mark.parametrize("rule", RULES + [P.FixedLikeToLike(1.0)], ids=lambda r: type(r).__name__)
+@pytest.mark.parametrize("rule", [*RULES, P.FixedLikeToLike(1.0)], ids=lambda r: type(r).__name__)
 def test_rules_are_local(rule):
     """The delta of synapse (i, j) is unchanged when a unit other than i and j changes its rate."""
     net = random_net()
@@ -57,7 +62,6 @@ def test_rules_are_local(rule):
             r2[:, other] += 1.0
             assert rule(net, pre, r2)[name][post] == delta[post]
             continue
-        rows, cols = delta.shape
         i, j = 0, 1 if name in ("W_ee", "W_ii") else 0
         post_offset = 0 if name in ("W_ee", "W_ei", "Q_e") else net.n_e
         pre_offset = {"W_ee": 0, "W_ie": 0, "W_ei": net.n_e, "W_ii": net.n_e}.get(name)
@@ -95,7 +99,6 @@ def test_projection_enforces_dale_no_autapses_and_row_sums():
 
 def test_dale_and_row_sums_after_every_training_step():
     net = random_net(n_e=8, n_i=2, n_in=4)
-    net.params  # the shared small network, in float64
     X = torch.randn(64, 4, dtype=torch.float64)
     X = X / X.norm(dim=1, keepdim=True)
     targets = P.RowSums()
@@ -113,8 +116,16 @@ def test_dale_and_row_sums_after_every_training_step():
     g = torch.Generator().manual_seed(0)
     init_network(net, X, g)
     before = net.Q_e.clone()
-    log = train_local(net, X * 3, P.default_rules(0.5, 1.0, 0.05), n_iter=12, batch_size=8, generator=g,
-                      monitor_every=6, callback=check)
+    log = train_local(
+        net,
+        X * 3,
+        P.default_rules(0.5, 1.0, 0.05),
+        n_iter=12,
+        batch_size=8,
+        generator=g,
+        monitor_every=6,
+        callback=check,
+    )
     assert seen == list(range(12))
     assert not torch.allclose(before, net.Q_e)  # it learned something
     assert log.abscissa and all(a < 0 for a in log.abscissa)
@@ -126,12 +137,12 @@ def test_oja_converges_to_the_leading_principal_component():
     cov = A @ A.T + np.diag([6.0, 0, 0, 0, 0])
     X = torch.as_tensor(rng.multivariate_normal(np.zeros(5), cov, size=4000))
     w = torch.as_tensor(rng.normal(size=(1, 5))) * 0.1
-    for epoch in range(3):
+    for _ in range(3):
         for start in range(0, 4000, 20):
             xb = X[start : start + 20]
             y = xb @ w.T  # one linear unit, no lateral connections
             w = w + 0.01 * P.oja_delta(y, xb, w)
-    lam, U = np.linalg.eigh(cov)
+    _, U = np.linalg.eigh(cov)
     cosine = abs(float(w[0] @ torch.as_tensor(U[:, -1]))) / float(w.norm())
     assert cosine > 0.99
     assert float(w.norm()) == pytest.approx(1.0, abs=0.05)
@@ -147,6 +158,15 @@ def test_monitor_backs_off_an_unstable_learning_rate():
         def __call__(self, net, pre, r):
             return {"W_ei": -0.5 * net.W_ei, "W_ii": -0.5 * net.W_ii}
 
-    with pytest.raises(Exception, match="destabilising|diverged"):
-        train_local(net, X, [Excite()], n_iter=40, batch_size=4, generator=g,
-                    targets=P.RowSums(ei=0.0, ii=0.0), monitor_every=2, min_lr_scale=0.1)
+    with pytest.raises(SSNDivergenceError, match=r"destabilising|diverged"):
+        train_local(
+            net,
+            X,
+            [Excite()],
+            n_iter=40,
+            batch_size=4,
+            generator=g,
+            targets=P.RowSums(ei=0.0, ii=0.0),
+            monitor_every=2,
+            min_lr_scale=0.1,
+        )

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ssn_lateral.data import degrade
 
-__all__ = ["ICACoder", "LCA", "SparseCoder", "lca_codes"]
+__all__ = ["LCA", "ICACoder", "SparseCoder", "lca_codes"]
 
 
 class _Degraded(TransformerMixin, BaseEstimator):
@@ -37,7 +37,9 @@ class _Degraded(TransformerMixin, BaseEstimator):
 class ICACoder(_Degraded):
     """``FastICA(n_components)``; the code is the unmixed sources of the degraded patch."""
 
-    def __init__(self, n_components: int = 64, max_iter: int = 400, random_state: int | None = None):
+    def __init__(
+        self, n_components: int = 64, max_iter: int = 400, random_state: int | None = None
+    ):
         self.n_components = n_components
         self.max_iter = max_iter
         self.random_state = random_state
@@ -47,7 +49,10 @@ class ICACoder(_Degraded):
 
         X = validate_data(self, X, dtype=np.float64)
         self.model_ = FastICA(
-            self.n_components, whiten="unit-variance", max_iter=self.max_iter, random_state=self.random_state
+            self.n_components,
+            whiten="unit-variance",
+            max_iter=self.max_iter,
+            random_state=self.random_state,
         ).fit(X)
         return self
 
@@ -131,7 +136,10 @@ class LCA(_Degraded):
 
         X = validate_data(self, X, dtype=np.float64)
         self.model_ = MiniBatchDictionaryLearning(
-            self.n_components, alpha=self.lam, max_iter=self.max_iter, random_state=self.random_state
+            self.n_components,
+            alpha=self.lam,
+            max_iter=self.max_iter,
+            random_state=self.random_state,
         ).fit(X)
         D = self.model_.components_
         self.components_ = D / np.maximum(np.linalg.norm(D, axis=1, keepdims=True), 1e-12)

@@ -63,7 +63,11 @@ def _mat(path: Path) -> list[np.ndarray]:
 
 
 def _folder(path: Path) -> list[np.ndarray]:
-    files = sorted(p for p in path.iterdir() if p.suffix.lower() in {".npy", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp"})
+    files = sorted(
+        p
+        for p in path.iterdir()
+        if p.suffix.lower() in {".npy", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp"}
+    )
     if not files:
         raise ValueError(f"no images (.npy, .png, .jpg, .tif, .bmp) in folder {path}")
     images = []
@@ -78,7 +82,9 @@ def _folder(path: Path) -> list[np.ndarray]:
     return images
 
 
-def load_images(images: str | Path | Sequence[np.ndarray] | Sequence[str] = "skimage") -> list[np.ndarray]:
+def load_images(
+    images: str | Path | Sequence[np.ndarray] | Sequence[str] = "skimage",
+) -> list[np.ndarray]:
     """Gray images from a source name, a folder, a ``.mat`` file, a list of names or of arrays."""
     if isinstance(images, (str, Path)):
         key = str(images)
@@ -103,8 +109,8 @@ def load_images(images: str | Path | Sequence[np.ndarray] | Sequence[str] = "ski
     if not items:
         raise ValueError("images is an empty sequence")
     if all(isinstance(i, str) for i in items):
-        return _skimage(items)  # type: ignore[arg-type]
-    return [_gray(i) for i in items]  # type: ignore[arg-type]
+        return _skimage([str(i) for i in items])
+    return [_gray(np.asarray(i)) for i in items]
 
 
 class ZCAWhitener:
@@ -134,7 +140,9 @@ def _sample(image: np.ndarray, count: int, size: int, rng: np.random.Generator) 
         raise ValueError(f"an image of shape {image.shape} is smaller than the patch size {size}")
     rows = rng.integers(0, h - size + 1, count)
     cols = rng.integers(0, w - size + 1, count)
-    return np.stack([image[r : r + size, c : c + size].ravel() for r, c in zip(rows, cols)])
+    return np.stack(
+        [image[r : r + size, c : c + size].ravel() for r, c in zip(rows, cols, strict=True)]
+    )
 
 
 def natural_patches(
@@ -166,7 +174,7 @@ def natural_patches(
     counts = np.full(len(pics), n // len(pics))
     counts[: n % len(pics)] += 1
     patches, labels = [], []
-    for label, (image, count) in enumerate(zip(pics, counts)):
+    for label, (image, count) in enumerate(zip(pics, counts, strict=True)):
         pool = _sample(image, 4 * int(count) + 16, size, rng)
         pool = pool - pool.mean(axis=1, keepdims=True)
         var = pool.var(axis=1)

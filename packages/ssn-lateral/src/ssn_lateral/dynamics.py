@@ -66,7 +66,9 @@ class SSNParams:
         if self.k <= 0:
             raise ValueError(f"SSNParams.k (gain) must be > 0, got {self.k}")
         if self.tau_e <= 0 or self.tau_i <= 0:
-            raise ValueError(f"time constants must be > 0, got tau_e={self.tau_e}, tau_i={self.tau_i}")
+            raise ValueError(
+                f"time constants must be > 0, got tau_e={self.tau_e}, tau_i={self.tau_i}"
+            )
         if not 0 < self.dt <= 0.5 * min(self.tau_e, self.tau_i):
             raise ValueError(
                 f"SSNParams.dt must be in (0, 0.5*min(tau)] = (0, {0.5 * min(self.tau_e, self.tau_i)}]"
@@ -79,10 +81,13 @@ class SSNParams:
         if not isinstance(self.check_every, int) or self.check_every < 1:
             raise ValueError(f"SSNParams.check_every must be an int >= 1, got {self.check_every!r}")
 
-    def tau(self, n_e: int, n_i: int, **like: object) -> torch.Tensor:
+    def tau(self, n_e: int, n_i: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The ``(n_e + n_i,)`` vector of time constants."""
         return torch.cat(
-            [torch.full((n_e,), self.tau_e, **like), torch.full((n_i,), self.tau_i, **like)]  # type: ignore[arg-type]
+            [
+                torch.full((n_e,), self.tau_e, dtype=dtype),
+                torch.full((n_i,), self.tau_i, dtype=dtype),
+            ]
         )
 
 
@@ -158,7 +163,7 @@ def euler_steady_state(
     k, n = params.k, params.n
     r = torch.zeros_like(h) if r0 is None else r0.to(h).clone()
     alpha = params.dt / tau  # (N,)
-    n_steps = max(1, int(round(params.t_max / params.dt)))
+    n_steps = max(1, round(params.t_max / params.dt))
     steps = torch.full((h.shape[0],), n_steps, dtype=torch.long)
     residual = torch.zeros(h.shape[0], dtype=h.dtype)
     active = torch.arange(h.shape[0])

@@ -200,8 +200,7 @@ class SSNEncoder(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "network_")
         return {name: getattr(self.network_, name).detach().numpy().copy() for name in BLOCKS}
 
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+    def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
-

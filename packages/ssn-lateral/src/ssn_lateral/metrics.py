@@ -39,7 +39,9 @@ def active_fraction(
     """
     r = _codes(r)
     if (threshold is None) == (relative is None):
-        raise ValueError("give exactly one of threshold= (absolute) and relative= (fraction of max)")
+        raise ValueError(
+            "give exactly one of threshold= (absolute) and relative= (fraction of max)"
+        )
     if relative is not None:
         if not 0 < relative < 1:
             raise ValueError(f"relative must be in (0, 1), got {relative}")
@@ -64,7 +66,9 @@ def participation_ratio(R: np.ndarray) -> float:
     R = _codes(R)
     if R.shape[0] < 2:
         raise ValueError(f"participation_ratio needs >= 2 samples, got {R.shape[0]}")
-    lam = np.clip(np.linalg.eigvalsh(np.cov(R, rowvar=False).reshape(R.shape[1], R.shape[1])), 0, None)
+    lam = np.clip(
+        np.linalg.eigvalsh(np.cov(R, rowvar=False).reshape(R.shape[1], R.shape[1])), 0, None
+    )
     total = (lam**2).sum()
     return float(lam.sum() ** 2 / total) if total > 0 else 0.0
 
@@ -90,7 +94,9 @@ def reconstruction_r2(
     from sklearn.metrics import r2_score
 
     decoder = Ridge(alpha=alpha).fit(_codes(codes_clean), X_clean)
-    return float(r2_score(X_test, decoder.predict(_codes(codes_test)), multioutput="variance_weighted"))
+    return float(
+        r2_score(X_test, decoder.predict(_codes(codes_test)), multioutput="variance_weighted")
+    )
 
 
 def texture_accuracy(
@@ -103,8 +109,8 @@ def texture_accuracy(
 ) -> float:
     """Accuracy on degraded test codes of a logistic regression fitted on clean training codes."""
     from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import StandardScaler
     from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
     model = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=500))
     model.fit(_codes(codes_clean), y_clean)

@@ -24,7 +24,7 @@ from ssn_lateral.dynamics import (
     spectral_abscissa,
 )
 
-__all__ = ["SSN", "BLOCKS"]
+__all__ = ["BLOCKS", "SSN"]
 
 BLOCKS = ("W_ee", "W_ei", "W_ie", "W_ii")
 
@@ -93,10 +93,14 @@ class SSN(nn.Module):
         for name, value in blocks.items():
             current = getattr(self, name, None)
             if not isinstance(current, nn.Parameter):
-                raise ValueError(f"unknown block {name!r}; expected one of {BLOCKS + ('Q_e', 'Q_i', 'b')}")
+                raise ValueError(
+                    f"unknown block {name!r}; expected one of {(*BLOCKS, 'Q_e', 'Q_i', 'b')}"
+                )
             value = torch.as_tensor(value, dtype=current.dtype)
             if value.shape != current.shape:
-                raise ValueError(f"{name} must have shape {tuple(current.shape)}, got {tuple(value.shape)}")
+                raise ValueError(
+                    f"{name} must have shape {tuple(current.shape)}, got {tuple(value.shape)}"
+                )
             if not torch.isfinite(value).all():
                 raise ValueError(f"{name} has non-finite entries")
             current.data.copy_(value)
@@ -104,7 +108,7 @@ class SSN(nn.Module):
         return self
 
     def _dale_blocks(self) -> tuple[str, ...]:
-        return BLOCKS if self.signed_input else BLOCKS + ("Q_e", "Q_i")
+        return BLOCKS if self.signed_input else (*BLOCKS, "Q_e", "Q_i")
 
     def check_dale(self, *, project: bool = False) -> None:
         """Raise (or, with ``project=True``, clip and warn) where a sign-constrained block is < 0."""
@@ -120,7 +124,9 @@ class SSN(nn.Module):
                         "dale=True needs every lateral block (and Q for ON/OFF input) >= 0; the "
                         "signs are fixed by W = [[W_ee, -W_ei], [W_ie, -W_ii]]. Pass project=True to clip."
                     )
-                warnings.warn(f"projected {count} negative entries of {name} to 0", UserWarning, stacklevel=3)
+                warnings.warn(
+                    f"projected {count} negative entries of {name} to 0", UserWarning, stacklevel=3
+                )
                 block.clamp_(min=0.0)
 
     def weight(self) -> torch.Tensor:
@@ -188,7 +194,9 @@ class SSN(nn.Module):
         else:
             if r0 is not None and tuple(r0.shape) != tuple(h.shape):
                 raise ValueError(f"r0 must have shape {tuple(h.shape)}, got {tuple(r0.shape)}")
-            r, info = euler_steady_state(self.weight(), h, self.tau(), self.params, r0, contrast=contrast)
+            r, info = euler_steady_state(
+                self.weight(), h, self.tau(), self.params, r0, contrast=contrast
+            )
         return (r, info) if return_info else r
 
     @torch.no_grad()
@@ -212,7 +220,7 @@ class SSN(nn.Module):
         W, tau, dt = self.weight(), self.tau(), self.params.dt
         r = torch.zeros_like(h) if r0 is None else r0.to(h).clone()
         frames = [r.clone()]
-        for step in range(1, int(round(t / dt)) + 1):
+        for step in range(1, round(t / dt) + 1):
             r = r + dt * rhs(r, W, h, self.params.k, self.params.n, tau)
             if step % record_every == 0:
                 frames.append(r.clone())

@@ -29,9 +29,9 @@ __all__ = [
     "RowSums",
     "apply_deltas",
     "default_rules",
-    "switching_rules",
     "oja_delta",
     "project_",
+    "switching_rules",
 ]
 
 
@@ -138,9 +138,9 @@ class HomeostaticThreshold:
     p_i: float = 1.0
 
     def __call__(self, net: SSN, pre: torch.Tensor, r: torch.Tensor) -> dict[str, torch.Tensor]:
-        target = torch.cat(
-            [torch.full((net.n_e,), self.p_e), torch.full((net.n_i,), self.p_i)]
-        ).to(r)
+        target = torch.cat([torch.full((net.n_e,), self.p_e), torch.full((net.n_i,), self.p_i)]).to(
+            r
+        )
         return {"b": -self.eta * (r.mean(dim=0) - target)}
 
 

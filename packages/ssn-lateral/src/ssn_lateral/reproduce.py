@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -34,11 +34,46 @@ RELATIVE_THRESHOLD = 0.05
 # The settings searched (reconstructions all: see the README). "base" is the spec's design as
 # written (ON/OFF input, two-population row sums, covariance E->E, homeostasis).
 SEARCH: dict[str, dict[str, Any]] = {
-    "spec-default": {"signed": False, "gain": 100.0, "ee": 1.25, "ei": 0.65, "ee_rule": "cov", "homeo": True},
-    "onoff-noEE": {"signed": False, "gain": 200.0, "ee": 0.0, "ei": 0.65, "ee_rule": None, "homeo": False},
-    "signed-EE": {"signed": True, "gain": 60.0, "ee": 0.5, "ei": 0.65, "ee_rule": None, "homeo": False},
-    "signed-noEE": {"signed": True, "gain": 150.0, "ee": 0.0, "ei": 0.65, "ee_rule": None, "homeo": False},
-    "signed-noEE-strongI": {"signed": True, "gain": 150.0, "ee": 0.0, "ei": 1.3, "ee_rule": None, "homeo": False},
+    "spec-default": {
+        "signed": False,
+        "gain": 100.0,
+        "ee": 1.25,
+        "ei": 0.65,
+        "ee_rule": "cov",
+        "homeo": True,
+    },
+    "onoff-noEE": {
+        "signed": False,
+        "gain": 200.0,
+        "ee": 0.0,
+        "ei": 0.65,
+        "ee_rule": None,
+        "homeo": False,
+    },
+    "signed-EE": {
+        "signed": True,
+        "gain": 60.0,
+        "ee": 0.5,
+        "ei": 0.65,
+        "ee_rule": None,
+        "homeo": False,
+    },
+    "signed-noEE": {
+        "signed": True,
+        "gain": 150.0,
+        "ee": 0.0,
+        "ei": 0.65,
+        "ee_rule": None,
+        "homeo": False,
+    },
+    "signed-noEE-strongI": {
+        "signed": True,
+        "gain": 150.0,
+        "ee": 0.0,
+        "ei": 1.3,
+        "ee_rule": None,
+        "homeo": False,
+    },
 }
 
 
@@ -58,7 +93,11 @@ def _sizes(args: ReproduceArgs) -> dict[str, int]:
 def _searched(args: ReproduceArgs) -> list[str]:
     """--full searches every setting; --quick the spec's default and the best of the README's
     exploration (its table lists the others, measured the same way); --smoke one."""
-    return args.pick(smoke=["signed-noEE-strongI"], quick=["spec-default", "signed-noEE-strongI"], full=list(SEARCH))
+    return args.pick(
+        smoke=["signed-noEE-strongI"],
+        quick=["spec-default", "signed-noEE-strongI"],
+        full=list(SEARCH),
+    )
 
 
 def _encoder(config: dict[str, Any], sizes: dict[str, int], seed: int):  # -> SSNEncoder
@@ -85,7 +124,9 @@ def _encoder(config: dict[str, Any], sizes: dict[str, int], seed: int):  # -> SS
     )
 
 
-def _data(sizes: dict[str, int], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _data(
+    sizes: dict[str, int], seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     from ssn_lateral.data import natural_patches
 
     n = sizes["n_train"] + sizes["n_test"]
@@ -112,11 +153,22 @@ def search_setting(name: str, sizes: dict[str, int], seed: int) -> dict[str, Any
     try:
         enc = _encoder(SEARCH[name], sizes, seed).fit(X)
         abl = enc.ablated()
-        low = {m: _sparsity(e.transform(Xt, contrast=0.05))["active"] for m, e in (("lc", enc), ("abl", abl))}
-        high = {m: _sparsity(e.transform(Xt, contrast=2.0))["active"] for m, e in (("lc", enc), ("abl", abl))}
+        low = {
+            m: _sparsity(e.transform(Xt, contrast=0.05))["active"]
+            for m, e in (("lc", enc), ("abl", abl))
+        }
+        high = {
+            m: _sparsity(e.transform(Xt, contrast=2.0))["active"]
+            for m, e in (("lc", enc), ("abl", abl))
+        }
     except SSNDivergenceError as error:
         nan = float("nan")
-        return {"setting": name, "stable": False, **dict.fromkeys(_SEARCH_KEYS, nan), "note": str(error)[:120]}
+        return {
+            "setting": name,
+            "stable": False,
+            **dict.fromkeys(_SEARCH_KEYS, nan),
+            "note": str(error)[:120],
+        }
     return {
         "setting": name,
         "stable": True,
@@ -148,7 +200,9 @@ def _models(config: dict[str, Any], sizes: dict[str, int], seed: int, X: np.ndar
         "SSN+LC": enc,
         "SSN ablated": enc.ablated(),
         "FastICA": ICACoder(n, max_iter=sizes["ica_iter"], random_state=seed).fit(X),
-        "sparse coding": SparseCoder(n, alpha=0.1, max_iter=sizes["dl_iter"], random_state=seed).fit(X),
+        "sparse coding": SparseCoder(
+            n, alpha=0.1, max_iter=sizes["dl_iter"], random_state=seed
+        ).fit(X),
         "LCA": LCA(n, lam=0.1, max_iter=sizes["dl_iter"], random_state=seed).fit(X),
     }
     projection = GaussianRandomProjection(n, random_state=seed).fit(X)
@@ -210,17 +264,19 @@ def _auc(rows: list[dict[str, Any]], key: str, axis: str) -> float:
 
 def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
-    return float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(len(arr))) if len(arr) > 1 else float("nan")
+    return float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(len(arr))) if len(
+        arr
+    ) > 1 else float("nan")
 
 
 def _paired(report: Report, name: str, metric: str, ours: list[float], base: list[float], base_name: str,
-            direction: str, note: str) -> None:  # fmt: skip
+            direction: Literal["higher", "lower"], note: str) -> None:  # fmt: skip
     """A claim on paired seeds: held when the mean difference clears 2 s.e. in ``direction``."""
     diff = np.asarray(ours) - np.asarray(base)
     mean, se = _mean_se(diff)
     held = mean - 2 * se > 0 if direction == "higher" else mean + 2 * se < 0
     report.claim(
-        name, metric, float(np.mean(ours)), float(np.mean(base)), direction=direction,  # type: ignore[arg-type]
+        name, metric, float(np.mean(ours)), float(np.mean(base)), direction=direction,
         baseline_name=base_name, held=bool(held), samples=len(diff),
         note=f"{note}; paired difference {mean:+.4g} ± {2 * se:.2g} (2 s.e., {len(diff)} seeds)",
     )  # fmt: skip
@@ -229,36 +285,53 @@ def _paired(report: Report, name: str, metric: str, ours: list[float], base: lis
 def _claims(report: Report, results: list[dict[str, Any]]) -> None:
     low, high = CONTRASTS[0], CONTRASTS[-1]
 
-    def per_seed(model: str, fn) -> list[float]:  # type: ignore[no-untyped-def]
+    Rows = list[dict[str, Any]]
+
+    def per_seed(model: str, fn: Callable[[Rows], float]) -> list[float]:
         return [fn(res[model]) for res in results]
 
-    def switch(rows):  # type: ignore[no-untyped-def]
+    def switch(rows: Rows) -> float:
         return _value(rows, "active", contrast=low) - _value(rows, "active", contrast=high)
 
     lc_switch, abl_switch = per_seed("SSN+LC", switch), per_seed("SSN ablated", switch)
-    _paired(report, "SSN+LC: population code at low contrast, sparse at high",
-            f"active fraction (5% of max) at c={low} minus at c={high}", lc_switch, [0.0] * len(lc_switch),
-            "no change", "higher", "a positive drop is the population-to-sparse switch")
+    _paired(
+        report,
+        "SSN+LC: population code at low contrast, sparse at high",
+        f"active fraction (5% of max) at c={low} minus at c={high}",
+        lc_switch,
+        [0.0] * len(lc_switch),
+        "no change",
+        "higher",
+        "a positive drop is the population-to-sparse switch",
+    )
     _paired(report, "the switch needs lateral connections (ablated SSN as control)",
             "active-fraction drop, low to high contrast", lc_switch, abl_switch, "SSN ablated", "higher",
             "the ablated SSN (same Q, W = 0) is a pure power law, scale-free in contrast")  # fmt: skip
 
-    def tr_drop(rows):  # type: ignore[no-untyped-def]
-        return _value(rows, "treves_rolls", contrast=low) - _value(rows, "treves_rolls", contrast=high)
+    def tr_drop(rows: Rows) -> float:
+        return _value(rows, "treves_rolls", contrast=low) - _value(
+            rows, "treves_rolls", contrast=high
+        )
 
     _paired(report, "Treves-Rolls sparseness: LC code sparser at high contrast than at low",
             f"Treves-Rolls at c={low} minus at c={high}", per_seed("SSN+LC", tr_drop),
             per_seed("SSN ablated", tr_drop), "SSN ablated", "higher", "1 = dense, 1/N = one-hot")  # fmt: skip
 
-    def cost_per_quality(rows):  # type: ignore[no-untyped-def]
+    def cost_per_quality(rows: Rows) -> float:
         return _value(rows, "cost", contrast=high) / _value(rows, "texture_acc", contrast=high)
 
     _paired(report, "lower cost per unit of read-out accuracy at high contrast",
             f"summed E rate / texture accuracy at c={high}", per_seed("SSN+LC", cost_per_quality),
             per_seed("SSN ablated", cost_per_quality), "SSN ablated", "lower",
             "same units and filters with and without LCs")  # fmt: skip
-    for axis, label in (("contrast", f"low contrast (c in {LOW_CONTRASTS})"), ("noise", f"noise sigma in {NOISES}")):
-        for key, what in (("r2", "ridge R^2 of the clean patch"), ("texture_acc", "texture accuracy")):
+    for axis, label in (
+        ("contrast", f"low contrast (c in {LOW_CONTRASTS})"),
+        ("noise", f"noise sigma in {NOISES}"),
+    ):
+        for key, what in (
+            ("r2", "ridge R^2 of the clean patch"),
+            ("texture_acc", "texture accuracy"),
+        ):
             ours = per_seed("SSN+LC", lambda rows: _auc(rows, key, axis))  # noqa: B023
             for base in ("FastICA", "sparse coding"):
                 _paired(report, f"read-out under {label}: SSN+LC at least {base}", f"mean {what} over the sweep",
@@ -277,7 +350,9 @@ def _tables_and_figures(report: Report, results: list[dict[str, Any]]) -> None:
             c, s = point["contrast"], point["noise"]
             cell: dict[str, Any] = {"model": model, "contrast": c, "noise": s}
             for key in ("active", "treves_rolls", "cost", "r2", "texture_acc"):
-                mean, se = _mean_se([_value(res[model], key, contrast=c, noise=s) for res in results])
+                mean, se = _mean_se(
+                    [_value(res[model], key, contrast=c, noise=s) for res in results]
+                )
                 cell[key] = mean
                 cell[f"{key}_se"] = se
             rows.append(cell)
@@ -287,12 +362,28 @@ def _tables_and_figures(report: Report, results: list[dict[str, Any]]) -> None:
         pts = [r for r in rows if r["model"] == model and r["noise"] == 0.0]
         cs = [r["contrast"] for r in pts]
         if model in ("SSN+LC", "SSN ablated"):
-            axes[0].errorbar(cs, [r["active"] for r in pts], yerr=[2 * r["active_se"] for r in pts], label=model, marker="o")
+            axes[0].errorbar(
+                cs,
+                [r["active"] for r in pts],
+                yerr=[2 * r["active_se"] for r in pts],
+                label=model,
+                marker="o",
+            )
         axes[1].plot(cs, [r["r2"] for r in pts], marker="o", label=model)
         noisy = [r for r in rows if r["model"] == model and r["contrast"] == 1.0]
         axes[2].plot([r["noise"] for r in noisy], [r["r2"] for r in noisy], marker="o", label=model)
-    axes[0].set(xscale="log", xlabel="contrast", ylabel="active fraction (5% of max)", title="coding strategy")
-    axes[1].set(xscale="log", xlabel="contrast", ylabel="ridge R^2 (decoder from clean codes)", title="contrast")
+    axes[0].set(
+        xscale="log",
+        xlabel="contrast",
+        ylabel="active fraction (5% of max)",
+        title="coding strategy",
+    )
+    axes[1].set(
+        xscale="log",
+        xlabel="contrast",
+        ylabel="ridge R^2 (decoder from clean codes)",
+        title="contrast",
+    )
     axes[2].set(xlabel="noise sigma (c = 1)", ylabel="ridge R^2", title="noise")
     for ax in axes:
         ax.legend(fontsize=7)
@@ -314,7 +405,8 @@ def run(args: ReproduceArgs) -> Report:
     search = report.cached(
         "search",
         lambda: Parallel(n_jobs=n_jobs)(
-            delayed(search_setting)(name, sizes, args.seed) for name in progress(names, desc="search")
+            delayed(search_setting)(name, sizes, args.seed)
+            for name in progress(names, desc="search")
         ),
     )
     report.table("settings searched (search seed)", [{**SEARCH[r["setting"]], **r} for r in search])

@@ -128,7 +128,9 @@ def train_local(
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
                 r = net.steady_state(xb, contrast=contrast)
-            log.unconverged_batches += any(issubclass(w.category, ConvergenceWarning) for w in caught)
+            log.unconverged_batches += any(
+                issubclass(w.category, ConvergenceWarning) for w in caught
+            )
         except SSNDivergenceError:
             back_off(step)
             continue
