@@ -30,3 +30,18 @@ def test_linear_baselines_scale_with_contrast():
     assert (sc.transform(X[:50], contrast=0.05) == 0).mean() > (sc.transform(X[:50]) == 0).mean()
     with pytest.raises(ValueError, match="contrast"):
         ica.transform(X[:5], contrast=-1.0)
+
+
+def test_fastica_defaults_to_the_data_rank_and_survives_noise():
+    from ssn_lateral import metrics
+
+    X = data.natural_patches(700, 6, images="textures", random_state=0)
+    X, Xt = X[:500], X[500:]
+    ica = ICACoder(max_iter=100, random_state=0).fit(X)
+    assert ica.n_components_ == 35  # 36 pixels, the DC direction emptied by mean removal
+    clean = ica.transform(X)
+    # a component on the empty DC direction would turn sigma = 0.1 into R^2 << 0
+    noisy = ica.transform(Xt, noise=0.1, random_state=0)
+    assert metrics.reconstruction_r2(clean, X, noisy, Xt) > 0.9
+    with pytest.raises(ValueError, match="rank of X = 35"):
+        ICACoder(36).fit(X)

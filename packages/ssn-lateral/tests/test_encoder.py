@@ -7,13 +7,13 @@ from ssn_lateral import SSNEncoder, SSNParams, data
 
 @pytest.fixture(scope="module")
 def patches():
-    return data.natural_patches(400, 6, images="textures", random_state=0)
+    return data.natural_patches(200, 6, images="textures", random_state=0)
 
 
 def _small(**kw):
     settings = {
         "n_components": 12,
-        "n_iter": 5,
+        "n_iter": 3,
         "batch_size": 20,
         "params": SSNParams(tol=1e-4),
         "random_state": 0,

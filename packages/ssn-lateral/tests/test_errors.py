@@ -84,3 +84,40 @@ def test_no_convergence_warns_with_the_residual():
     with pytest.warns(ConvergenceWarning, match=r"did not converge within t_max=5 ms .* residual"):
         r, info = net.steady_state(torch.ones(2, 4, dtype=torch.float64) * 5, return_info=True)
     assert not info.converged.any() and torch.isfinite(r).all()
+
+
+def test_simulate_raises_on_divergence_like_steady_state():
+    # the reviewer's case: W_ee = 3 is unstable at c = 20; simulate used to return NaN frames
+    net = two_pop(SSNParams(dt=0.5, t_max=2000.0))
+    net.W_ee.data.fill_(3.0)
+    x = torch.ones(1, 1, dtype=torch.float64)
+    with pytest.raises(
+        SSNDivergenceError, match=r"contrast 20.0 on Euler step \d+: max rate .* > r_max=1000"
+    ):
+        net.simulate(x, 2000.0, contrast=20.0)
+    # r_max = 1e300: the overflow to inf is caught on the step it appears, with the last finite max
+    inf_net = two_pop(SSNParams(dt=0.5, t_max=2000.0, r_max=1e300))
+    inf_net.W_ee.data.fill_(3.0)
+    with pytest.raises(SSNDivergenceError, match=r"non-finite rate \(last finite max rate \d"):
+        inf_net.simulate(x, 2000.0, contrast=20.0)
+    with pytest.raises(SSNDivergenceError, match=r"non-finite rate \(last finite max rate \d"):
+        inf_net.steady_state(x, contrast=20.0)
+
+
+def test_more_bad_inputs():
+    from ssn_lateral import SSNEncoder
+
+    net = two_pop()
+    x = torch.ones(1, 1, dtype=torch.float64)
+    with pytest.raises(ValueError, match="t must be a finite duration >= 0"):
+        net.simulate(x, -1.0)
+    with pytest.raises(ValueError, match="r0 must be finite, non-negative"):
+        net.steady_state(x, r0=-torch.ones(1, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="r0 must be finite, non-negative"):
+        net.simulate(x, 10.0, r0=-torch.ones(1, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"r must have shape \(batch, 2\)"):
+        net.jacobian(torch.ones(1, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="torch.bfloat16"):
+        net.to(torch.bfloat16).steady_state(x.to(torch.bfloat16), contrast=10.0)
+    with pytest.raises(ValueError, match="target_rates must be two finite rates > 0"):
+        SSNEncoder(4, target_rates=(-1.0, 2.0), n_iter=0).fit(torch.randn(10, 4).numpy())

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ssn_lateral.data import degrade
 
-__all__ = ["LCA", "ICACoder", "SparseCoder", "lca_codes"]
+__all__ = ["LCA", "ICACoder", "SparseCoder", "data_rank", "lca_codes"]
 
 
 class _Degraded(TransformerMixin, BaseEstimator):
@@ -34,11 +34,26 @@ class _Degraded(TransformerMixin, BaseEstimator):
         return self._encode(degrade(X, contrast, noise, random_state))
 
 
+def data_rank(X: np.ndarray, rtol: float = 1e-8) -> int:
+    """The number of directions with variance in ``X`` (centred), relative tolerance ``rtol``.
+
+    Per-patch mean removal (:func:`ssn_lateral.data.natural_patches`) leaves the DC direction
+    empty: ``d`` pixels give rank ``d - 1``.
+    """
+    s = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)
+    return int((s > rtol * s.max()).sum()) if s.size and s.max() > 0 else 0
+
+
 class ICACoder(_Degraded):
-    """``FastICA(n_components)``; the code is the unmixed sources of the degraded patch."""
+    """``FastICA(n_components)``; the code is the unmixed sources of the degraded patch.
+
+    ``n_components=None`` takes the rank of the training data (63 for mean-removed 8x8 patches).
+    More components than that rank would whiten an empty direction: its unmixing row is scaled by
+    ``1 / sqrt(~1e-17)``, and any noise along it swamps the code, so ``fit`` refuses it.
+    """
 
     def __init__(
-        self, n_components: int = 64, max_iter: int = 400, random_state: int | None = None
+        self, n_components: int | None = None, max_iter: int = 400, random_state: int | None = None
     ):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -48,8 +63,17 @@ class ICACoder(_Degraded):
         from sklearn.decomposition import FastICA
 
         X = validate_data(self, X, dtype=np.float64)
+        rank = data_rank(X)
+        n = rank if self.n_components is None else self.n_components
+        if not isinstance(n, (int, np.integer)) or not 1 <= n <= rank:
+            raise ValueError(
+                f"n_components must be an int in [1, rank of X = {rank}] or None, got "
+                f"{self.n_components!r}: components beyond the data's rank unmix empty directions "
+                "and amplify noise there by orders of magnitude"
+            )
+        self.n_components_ = int(n)
         self.model_ = FastICA(
-            self.n_components,
+            self.n_components_,
             whiten="unit-variance",
             max_iter=self.max_iter,
             random_state=self.random_state,

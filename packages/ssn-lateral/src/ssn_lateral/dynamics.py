@@ -135,14 +135,25 @@ def spectral_abscissa(J: torch.Tensor) -> torch.Tensor:
     return torch.linalg.eigvals(J).real.amax(dim=-1)
 
 
-def _divergence(r: torch.Tensor, r_max: float, step: int, contrast: object) -> SSNDivergenceError:
+def _divergence(
+    r: torch.Tensor, r_max: float, step: int, contrast: object, last_finite: float = float("nan")
+) -> SSNDivergenceError:
     finite = torch.isfinite(r).all()
     peak = float(r.abs().max()) if finite else float("nan")
-    what = f"max rate {peak:.4g} > r_max={r_max:g}" if finite else "a non-finite rate"
+    what = (
+        f"max rate {peak:.4g} > r_max={r_max:g}"
+        if finite
+        else f"a non-finite rate (last finite max rate {last_finite:.4g})"
+    )
     return SSNDivergenceError(
         f"SSN diverged at contrast {contrast} on Euler step {step}: {what}. The network is not "
         "stabilised (inhibition too weak or excitation too strong for this drive)."
     )
+
+
+def diverged(r: torch.Tensor, r_max: float) -> bool:
+    """Whether any rate is above ``r_max`` or non-finite (one reduction: NaN fails ``<=``)."""
+    return not bool(r.abs().amax() <= r_max) if r.numel() else False
 
 
 def euler_steady_state(
@@ -172,13 +183,15 @@ def euler_steady_state(
     while step < n_steps and active.numel():
         block = min(params.check_every, n_steps - step)
         for _ in range(block):
+            previous = ra
             ra = ra + alpha * (power_law(torch.addmm(ha, ra, Wt), k, n) - ra)
-        step += block
-        # convergence and divergence are judged on the fixed-point residual, not on the step size
+            step += 1
+            # every step: supralinear rates overflow to inf within a few steps of r_max
+            if diverged(ra, params.r_max):
+                raise _divergence(ra, params.r_max, step, contrast, float(previous.abs().max()))
+        # convergence is judged on the fixed-point residual, not on the step size
         res = (power_law(torch.addmm(ha, ra, Wt), k, n) - ra).abs().amax(dim=1)
         scale = torch.clamp(ra.abs().amax(dim=1), min=1.0)
-        if not torch.isfinite(ra).all() or float(ra.abs().max()) > params.r_max:
-            raise _divergence(ra, params.r_max, step, contrast)
         rel = res / scale
         done = rel < params.tol
         r[active] = ra

@@ -93,6 +93,11 @@ class SSNEncoder(TransformerMixin, BaseEstimator):
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         if not (np.isfinite(self.contrast) and self.contrast > 0):
             raise ValueError(f"contrast must be > 0, got {self.contrast!r}")
+        rates = tuple(self.target_rates) if isinstance(self.target_rates, (tuple, list)) else ()
+        if len(rates) != 2 or not all(np.isfinite(p) and p > 0 for p in rates):
+            raise ValueError(
+                f"target_rates must be two finite rates > 0 (p_e, p_i), got {self.target_rates!r}"
+            )
         if isinstance(self.rules, str):
             if self.rules != "default":
                 raise ValueError(f"rules must be 'default' or a list of rules, got {self.rules!r}")

@@ -11,6 +11,7 @@ import numpy as np
 __all__ = [
     "active_fraction",
     "cost",
+    "label_decoder",
     "participation_ratio",
     "reconstruction_r2",
     "texture_accuracy",
@@ -99,6 +100,16 @@ def reconstruction_r2(
     )
 
 
+def label_decoder(codes_clean: np.ndarray, y_clean: np.ndarray, *, C: float = 1.0):  # -> Pipeline
+    """A standardised logistic regression fitted on clean codes (fit once, score many sweeps)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=500))
+    return model.fit(_codes(codes_clean), y_clean)
+
+
 def texture_accuracy(
     codes_clean: np.ndarray,
     y_clean: np.ndarray,
@@ -108,10 +119,4 @@ def texture_accuracy(
     C: float = 1.0,
 ) -> float:
     """Accuracy on degraded test codes of a logistic regression fitted on clean training codes."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    model = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=500))
-    model.fit(_codes(codes_clean), y_clean)
-    return float(model.score(_codes(codes_test), y_test))
+    return float(label_decoder(codes_clean, y_clean, C=C).score(_codes(codes_test), y_test))

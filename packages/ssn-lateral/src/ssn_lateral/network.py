@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -17,6 +18,8 @@ from torch import nn
 from ssn_lateral.dynamics import (
     SSNParams,
     SteadyStateInfo,
+    _divergence,
+    diverged,
     euler_steady_state,
     fixed_point_jacobian,
     power_law,
@@ -145,6 +148,12 @@ class SSN(nn.Module):
         return x if self.signed_input else torch.cat([x.clamp(min=0.0), (-x).clamp(min=0.0)], dim=1)
 
     def _input(self, x: torch.Tensor) -> torch.Tensor:
+        if self.W_ee.dtype not in (torch.float32, torch.float64):
+            # bf16/fp16 Euler steps stall ~14 % away from the fixed point: refuse, never degrade
+            raise ValueError(
+                f"the SSN's weights are {self.W_ee.dtype}; it computes in torch.float32 or "
+                "torch.float64 (call net.float() or net.double())"
+            )
         x = torch.as_tensor(x, dtype=self.W_ee.dtype)
         if x.ndim != 2 or x.shape[1] != self.n_in:
             raise ValueError(f"x must have shape (batch, {self.n_in}), got {tuple(x.shape)}")
@@ -192,12 +201,22 @@ class SSN(nn.Module):
                 converged=torch.ones(h.shape[0], dtype=torch.bool),
             )
         else:
-            if r0 is not None and tuple(r0.shape) != tuple(h.shape):
-                raise ValueError(f"r0 must have shape {tuple(h.shape)}, got {tuple(r0.shape)}")
+            self._check_r0(r0, h)
             r, info = euler_steady_state(
                 self.weight(), h, self.tau(), self.params, r0, contrast=contrast
             )
         return (r, info) if return_info else r
+
+    @staticmethod
+    def _check_r0(r0: torch.Tensor | None, h: torch.Tensor) -> None:
+        if r0 is None:
+            return
+        if tuple(r0.shape) != tuple(h.shape):
+            raise ValueError(f"r0 must have shape {tuple(h.shape)}, got {tuple(r0.shape)}")
+        if not torch.isfinite(r0).all() or bool((r0 < 0).any()):
+            raise ValueError(
+                f"r0 must be finite, non-negative rates, got min {float(r0.min()):.4g}"
+            )
 
     @torch.no_grad()
     def simulate(
@@ -212,16 +231,25 @@ class SSN(nn.Module):
     ) -> torch.Tensor:
         """Euler trajectories for ``t`` ms under constant drive: ``(steps // record_every + 1, B, N)``.
 
-        Noise, if any, is frozen (drawn once): the input is a noisy but static image.
+        Noise, if any, is frozen (drawn once): the input is a noisy but static image. Raises
+        :class:`SSNDivergenceError` (contrast, step, last finite max rate) when a rate exceeds
+        ``params.r_max`` or stops being finite, as :meth:`steady_state` does.
         """
         if not isinstance(record_every, int) or record_every < 1:
             raise ValueError(f"record_every must be an int >= 1, got {record_every!r}")
+        if not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"t must be a finite duration >= 0 ms, got {t!r}")
         h = self.drive(x, contrast=contrast, noise=noise)
+        self._check_r0(r0, h)
         W, tau, dt = self.weight(), self.tau(), self.params.dt
         r = torch.zeros_like(h) if r0 is None else r0.to(h).clone()
         frames = [r.clone()]
         for step in range(1, round(t / dt) + 1):
+            previous = r
             r = r + dt * rhs(r, W, h, self.params.k, self.params.n, tau)
+            if diverged(r, self.params.r_max):
+                last = float(previous.abs().max())
+                raise _divergence(r, self.params.r_max, step, contrast, last)
             if step % record_every == 0:
                 frames.append(r.clone())
         return torch.stack(frames)
@@ -230,6 +258,8 @@ class SSN(nn.Module):
     def jacobian(self, r: torch.Tensor) -> torch.Tensor:
         """The Jacobian at fixed points ``r`` (``(B, N)`` -> ``(B, N, N)``), per ms."""
         r = torch.as_tensor(r, dtype=self.W_ee.dtype)
+        if r.ndim != 2 or r.shape[1] != self.n:
+            raise ValueError(f"r must have shape (batch, {self.n}), got {tuple(r.shape)}")
         return fixed_point_jacobian(r, self.weight(), self.params.k, self.params.n, self.tau())
 
     def is_stable(self, r: torch.Tensor) -> torch.Tensor:

@@ -2,8 +2,10 @@
 
 A rule maps ``(net, pre, r)`` to parameter *deltas*: ``pre`` is the ``(B, C)`` input on the
 feed-forward channels and ``r`` the ``(B, N)`` steady-state rates. Each delta of synapse ``(i, j)``
-is a batch average of a function of ``r_i``, ``r_j`` (or ``pre_j``) and ``w_ij`` alone, so the rules
-are local by construction (tested by perturbing unconnected units). The forms follow SAILnet
+is a batch average of a function of ``r_i``, ``r_j`` (or ``pre_j``) and ``w_ij`` alone, so the rule
+deltas are local by construction (tested by perturbing unconnected units). The projection applied
+after each step is not: rescaling a row to its target sum uses every weight onto unit ``i`` (local to
+the postsynaptic neuron, like synaptic scaling, but not to the synapse). The forms follow SAILnet
 (Zylberberg et al. 2011) and E-I Net (King et al. 2013); the paper's exact rules are not public.
 """
 
