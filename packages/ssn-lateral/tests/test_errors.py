@@ -117,7 +117,7 @@ def test_more_bad_inputs():
         net.simulate(x, 10.0, r0=-torch.ones(1, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"r must have shape \(batch, 2\)"):
         net.jacobian(torch.ones(1, 3, dtype=torch.float64))
-    with pytest.raises(ValueError, match="torch.bfloat16"):
+    with pytest.raises(ValueError, match=r"torch\.bfloat16"):
         net.to(torch.bfloat16).steady_state(x.to(torch.bfloat16), contrast=10.0)
-    with pytest.raises(ValueError, match="target_rates must be two finite rates > 0"):
+    with pytest.raises(ValueError, match=r"target_rates must be two finite rates > 0"):
         SSNEncoder(4, target_rates=(-1.0, 2.0), n_iter=0).fit(torch.randn(10, 4).numpy())

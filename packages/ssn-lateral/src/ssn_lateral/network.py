@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Literal, overload
 
 import torch
 from torch import nn
@@ -48,6 +49,18 @@ class SSN(nn.Module):
     requires every lateral block (and ``Q`` for ON/OFF input) to be non-negative; ``project=True``
     clips negative entries with a warning instead of raising.
     """
+
+    # declared for the type checker: nn.Module's __getattr__ is typed ``Tensor | Module``
+    W_ee: nn.Parameter
+    W_ei: nn.Parameter
+    W_ie: nn.Parameter
+    W_ii: nn.Parameter
+    Q_e: nn.Parameter
+    Q_i: nn.Parameter
+    b: nn.Parameter
+    n_e: int
+    n_i: int
+    n_in: int
 
     def __init__(
         self,
@@ -180,6 +193,30 @@ class SSN(nn.Module):
         return torch.addmm(self.b, self.channels(self.input_gain * u), Q.T)
 
     # -- dynamics --------------------------------------------------------------------------------
+    @overload
+    def steady_state(
+        self,
+        x: torch.Tensor,
+        *,
+        contrast: float = ...,
+        noise: float = ...,
+        r0: torch.Tensor | None = ...,
+        return_info: Literal[False] = ...,
+        generator: torch.Generator | None = ...,
+    ) -> torch.Tensor: ...
+
+    @overload
+    def steady_state(
+        self,
+        x: torch.Tensor,
+        *,
+        contrast: float = ...,
+        noise: float = ...,
+        r0: torch.Tensor | None = ...,
+        return_info: Literal[True],
+        generator: torch.Generator | None = ...,
+    ) -> tuple[torch.Tensor, SteadyStateInfo]: ...
+
     @torch.no_grad()
     def steady_state(
         self,
