@@ -110,8 +110,10 @@ def _settings(args: ReproduceArgs) -> dict[str, Any]:
         "seed": args.seed,
         "seeds": args.pick(smoke=1, quick=5, full=8),
         "tune_seeds": args.pick(smoke=1, quick=1, full=2),
-        "tune_lrs": args.pick(smoke=[5e-3], quick=[5e-3, 1e-2, 2e-2], full=[2e-3, 5e-3, 1e-2, 2e-2]),
-        "epochs": args.pick(smoke=1, quick=5, full=15),
+        "tune_lrs": args.pick(
+            smoke=[5e-3], quick=[1e-2, 2e-2, 4e-2], full=[5e-3, 1e-2, 2e-2, 4e-2]
+        ),
+        "epochs": args.pick(smoke=1, quick=3, full=15),
         "small_lr_epochs": args.pick(smoke=1, quick=3, full=15),
         "dim": args.pick(smoke=16, quick=64, full=64),
         "n_train": args.pick(smoke=64, quick=None, full=None),
