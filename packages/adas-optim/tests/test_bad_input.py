@@ -115,5 +115,11 @@ def test_nan_norm_gives_a_nan_lambda_not_one():
         lam = mixing_lambda(torch.tensor([1.0]), torch.tensor([math.nan]), 1.0, eta)
         assert torch.isnan(lam).all()
     # the two guarded cases stay λ = 1: η = 0 (tensor, γ = 0 too) and 0/0 from a = m = 0, γ = 0
-    assert float(mixing_lambda(torch.tensor([1.0]), torch.tensor([4.0]), 0.0, torch.tensor([0.0]))) == 1
-    assert float(mixing_lambda(torch.tensor([0.0]), torch.tensor([0.0]), 0.0, torch.tensor([0.1]))) == 1
+    assert (
+        float(mixing_lambda(torch.tensor([1.0]), torch.tensor([4.0]), 0.0, torch.tensor([0.0])))
+        == 1
+    )
+    assert (
+        float(mixing_lambda(torch.tensor([0.0]), torch.tensor([0.0]), 0.0, torch.tensor([0.1])))
+        == 1
+    )

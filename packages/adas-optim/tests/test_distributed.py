@@ -8,6 +8,7 @@ three cases in one process group, so the interpreters start once for the module.
 
 import importlib.util
 import multiprocessing
+import time
 
 import pytest
 import torch
@@ -96,7 +97,9 @@ def worker(rank, store, out):
 
 
 HAS_DTENSOR = importlib.util.find_spec("torch.distributed.tensor") is not None
-TIMEOUT_S = 120
+# Wall clock, for a hung worker (a spawned interpreter imports torch: seconds of CPU, but minutes of
+# wall on a loaded machine); the workers' own CPU is a few seconds.
+TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +111,9 @@ def two_processes(tmp_path_factory):
     procs = [ctx.Process(target=worker, args=(r, tmp / "store", outs[r])) for r in range(WORLD)]
     for proc in procs:
         proc.start()
+    deadline = time.monotonic() + TIMEOUT_S
     for proc in procs:
-        proc.join(timeout=TIMEOUT_S)
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
     alive = [proc for proc in procs if proc.is_alive()]
     for proc in alive:
         proc.terminate()

@@ -170,7 +170,9 @@ def _tune(
     for opt in ("adamw", "adas"):
         scores = {}
         for lr in s["tune_lrs"]:
-            acc = [cached_run(cfg(opt, lr, seed, gamma=s["gamma"]))["accuracy"] for seed in tune_seeds]
+            acc = [
+                cached_run(cfg(opt, lr, seed, gamma=s["gamma"]))["accuracy"] for seed in tune_seeds
+            ]
             scores[lr] = statistics.fmean(acc)
             rows.append({"optimizer": opt, "lr": lr, "tuning accuracy (mean)": scores[lr]})
             bar.update(len(tune_seeds))
@@ -178,7 +180,9 @@ def _tune(
     bar.close()
     for row in rows:
         row["chosen"] = row["lr"] == best[str(row["optimizer"])]
-    report.table(f"lr tuning on seeds disjoint from the evaluation ({len(tune_seeds)} per cell)", rows)
+    report.table(
+        f"lr tuning on seeds disjoint from the evaluation ({len(tune_seeds)} per cell)", rows
+    )
     return best
 
 
