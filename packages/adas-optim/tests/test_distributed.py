@@ -3,7 +3,9 @@ layout) must step exactly as one process does, λ included.
 
 The workers are *spawned* (a fresh interpreter each), not forked: forked workers hung in CI's one
 shared pytest process once other packages' tests had started threads. One pair of workers runs all
-three cases in one process group, so the interpreters start once for the module.
+three cases in one process group, so the interpreters start once for the module. Two fresh
+interpreters importing torch and torch.distributed.tensor cost about 25 s of CPU, more than the fast
+suite's budget (60 s in all) allows: the module is marked slow and runs in CI's slow job.
 """
 
 import importlib.util
@@ -122,6 +124,8 @@ def two_processes(tmp_path_factory):
     assert [proc.exitcode for proc in procs] == [0] * WORLD, "a worker failed (see its stderr)"
     return [torch.load(o) for o in outs]
 
+
+pytestmark = pytest.mark.slow  # spawned interpreters: see the module docstring
 
 needs_gloo = pytest.mark.skipif(not dist.is_available(), reason="needs torch.distributed (gloo)")
 
