@@ -93,3 +93,33 @@ def test_lif_threshold_not_above_reset(v_threshold, v_reset):
 def test_spikformer_wrong_input_shape():
     with pytest.raises(ValueError, match=r"got shape \(2, 64\)"):
         TinySpikformer()(torch.randn(2, 64))
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_nan_gamma_set_after_construction_raises_at_step(foreach):
+    # The old mixing swallowed it (nan_to_num turned the NaN bonus into λ = 1, silently AdamW).
+    p = param()
+    opt = AdaS(p, lr=1e-2, foreach=foreach)
+    opt.param_groups[0]["gamma"] = math.nan
+    p[0].grad = torch.randn(3, 3)
+    with pytest.raises(ValueError, match="gamma must be >= 0"):
+        opt.step()
+
+
+def test_nan_norm_gives_a_nan_lambda_not_one():
+    from adas_optim.mixing import mixing_lambda
+
+    for eta in (0.1, torch.tensor([0.1])):
+        lam = mixing_lambda(torch.tensor([math.nan]), torch.tensor([1.0]), 1.0, eta)
+        assert torch.isnan(lam).all()
+        lam = mixing_lambda(torch.tensor([1.0]), torch.tensor([math.nan]), 1.0, eta)
+        assert torch.isnan(lam).all()
+    # the two guarded cases stay λ = 1: η = 0 (tensor, γ = 0 too) and 0/0 from a = m = 0, γ = 0
+    assert (
+        float(mixing_lambda(torch.tensor([1.0]), torch.tensor([4.0]), 0.0, torch.tensor([0.0])))
+        == 1
+    )
+    assert (
+        float(mixing_lambda(torch.tensor([0.0]), torch.tensor([0.0]), 0.0, torch.tensor([0.1])))
+        == 1
+    )

@@ -1,8 +1,16 @@
 """AdaS on two CPU processes with gloo: DDP (replicated) and DTensor-sharded parameters (FSDP2's
-layout) must step exactly as one process does, λ included."""
+layout) must step exactly as one process does, λ included.
 
+The workers are *spawned* (a fresh interpreter each), not forked: forked workers hung in CI's one
+shared pytest process once other packages' tests had started threads. One pair of workers runs all
+three cases in one process group, so the interpreters start once for the module. This module
+alone took 58 s of CPU (two fresh interpreters importing torch and torch.distributed.tensor), the
+rest of the suite 37 s: together past the fast suite's 60 s, so the module is marked slow.
+"""
+
+import importlib.util
 import multiprocessing
-import sys
+import time
 
 import pytest
 import torch
@@ -37,84 +45,97 @@ def single_process():
     return [p.detach().clone() for p in model.parameters()], lams
 
 
-def ddp_worker(rank, store, out):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
-    try:
-        model = torch.nn.parallel.DistributedDataParallel(make_model())
-        opt = AdaS(model.parameters(), **HYPER)
-        for step in range(STEPS):
-            opt.zero_grad()
-            x, y = batch(step, rank)
-            torch.nn.functional.mse_loss(model(x), y).backward()  # mean over halves = full mean
-            opt.step()
-        lams = [float(v) for v in opt.last_lambda.values()]
-        torch.save(([p.detach() for p in model.parameters()], lams), out)
-    finally:
-        dist.destroy_process_group()
+def ddp_case(rank):
+    model = torch.nn.parallel.DistributedDataParallel(make_model())
+    opt = AdaS(model.parameters(), **HYPER)
+    for step in range(STEPS):
+        opt.zero_grad()
+        x, y = batch(step, rank)
+        torch.nn.functional.mse_loss(model(x), y).backward()  # mean over halves = full mean
+        opt.step()
+    lams = [float(v) for v in opt.last_lambda.values()]
+    return [p.detach() for p in model.parameters()], lams
 
 
-def sharded_worker(rank, store, out, foreach):
+def sharded_case(rank, foreach):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
+    mesh = init_device_mesh("cpu", (WORLD,))
+    full = [p.detach() for p in make_model().parameters()]
+    # matrices sharded on dim 0, vectors replicated: λ needs the norms of the whole matrix
+    params = [
+        torch.nn.Parameter(distribute_tensor(p, mesh, [Shard(0) if p.ndim == 2 else Replicate()]))
+        for p in full
+    ]
+    opt = AdaS(params, foreach=foreach, **HYPER)
+    reference = make_model()
+    for step in range(STEPS):
+        x, y = batch(step)
+        # the full gradient, computed alike on each rank, handed out as DTensor shards
+        reference.zero_grad()
+        with torch.no_grad():
+            for r, p in zip(reference.parameters(), params, strict=True):
+                r.copy_(p.full_tensor())
+        torch.nn.functional.mse_loss(reference(x), y).backward()
+        for r, p in zip(reference.parameters(), params, strict=True):
+            p.grad = distribute_tensor(r.grad, mesh, p.placements)
+        opt.step()
+    lams = [float(v) for v in opt.last_lambda.values()]
+    return [p.full_tensor() for p in params], lams
+
+
+def worker(rank, store, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
     try:
-        mesh = init_device_mesh("cpu", (WORLD,))
-        full = [p.detach() for p in make_model().parameters()]
-        # matrices sharded on dim 0, vectors replicated: λ needs the norms of the whole matrix
-        params = [
-            torch.nn.Parameter(
-                distribute_tensor(p, mesh, [Shard(0) if p.ndim == 2 else Replicate()])
-            )
-            for p in full
-        ]
-        opt = AdaS(params, foreach=foreach, **HYPER)
-        reference = make_model()
-        for step in range(STEPS):
-            x, y = batch(step)
-            # the full gradient, computed alike on each rank, handed out as DTensor shards
-            reference.zero_grad()
-            with torch.no_grad():
-                for r, p in zip(reference.parameters(), params, strict=True):
-                    r.copy_(p.full_tensor())
-            torch.nn.functional.mse_loss(reference(x), y).backward()
-            for r, p in zip(reference.parameters(), params, strict=True):
-                p.grad = distribute_tensor(r.grad, mesh, p.placements)
-            opt.step()
-        lams = [float(v) for v in opt.last_lambda.values()]
-        torch.save(([p.full_tensor() for p in params], lams), out)
+        results = {"ddp": ddp_case(rank)}
+        if HAS_DTENSOR:
+            for foreach in (False, True):
+                results[f"sharded-foreach{foreach}"] = sharded_case(rank, foreach)
+        torch.save(results, out)
     finally:
         dist.destroy_process_group()
 
 
-def spawn(target, tmp_path, *extra):
-    ctx = multiprocessing.get_context("fork")
-    store = tmp_path / "store"
-    outs = [tmp_path / f"rank{r}.pt" for r in range(WORLD)]
-    procs = [ctx.Process(target=target, args=(r, store, outs[r], *extra)) for r in range(WORLD)]
+HAS_DTENSOR = importlib.util.find_spec("torch.distributed.tensor") is not None
+# Wall clock, for a hung worker (a spawned interpreter imports torch: seconds of CPU, but minutes of
+# wall on a loaded machine); the workers' own CPU is a few seconds.
+TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """Per rank, ``{case: (parameters, λs)}`` after STEPS steps in two spawned gloo processes."""
+    tmp = tmp_path_factory.mktemp("gloo")
+    ctx = multiprocessing.get_context("spawn")
+    outs = [tmp / f"rank{r}.pt" for r in range(WORLD)]
+    procs = [ctx.Process(target=worker, args=(r, tmp / "store", outs[r])) for r in range(WORLD)]
     for proc in procs:
         proc.start()
+    deadline = time.monotonic() + TIMEOUT_S
     for proc in procs:
-        proc.join(timeout=120)
-        assert proc.exitcode == 0, f"worker exited with {proc.exitcode}"
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    alive = [proc for proc in procs if proc.is_alive()]
+    for proc in alive:
+        proc.terminate()
+        proc.join()
+    assert not alive, f"{len(alive)} worker(s) still running after {TIMEOUT_S} s: terminated"
+    assert [proc.exitcode for proc in procs] == [0] * WORLD, "a worker failed (see its stderr)"
     return [torch.load(o) for o in outs]
 
 
-needs_gloo = pytest.mark.skipif(
-    not dist.is_available() or sys.platform != "linux", reason="needs gloo and fork"
-)
+pytestmark = pytest.mark.slow  # spawned interpreters: see the module docstring
+
+needs_gloo = pytest.mark.skipif(not dist.is_available(), reason="needs torch.distributed (gloo)")
 
 
-# Forked DDP workers hung (no exit within 120 s) in CI's one-process run of every package's suite,
-# after other packages' tests had started threads; alone it passes. Slow until it uses spawn.
-@pytest.mark.slow
 @needs_gloo
-def test_ddp_steps_equal_single_process(tmp_path):
+def test_ddp_steps_equal_single_process(two_processes):
     expected, lams = single_process()
     assert min(lams) < 1.0  # the mixing is active, so λ is part of what is compared
-    for params, got_lams in spawn(ddp_worker, tmp_path):
+    for results in two_processes:
+        params, got_lams = results["ddp"]
         for p, e in zip(params, expected, strict=True):
             torch.testing.assert_close(p, e, atol=1e-6, rtol=1e-5)
         assert got_lams == pytest.approx(lams, rel=1e-5)
@@ -122,10 +143,12 @@ def test_ddp_steps_equal_single_process(tmp_path):
 
 @needs_gloo
 @pytest.mark.parametrize("foreach", [False, True])
-def test_sharded_steps_equal_single_process(tmp_path, foreach):
-    pytest.importorskip("torch.distributed.tensor")
+def test_sharded_steps_equal_single_process(two_processes, foreach):
+    if not HAS_DTENSOR:
+        pytest.skip("needs torch.distributed.tensor")
     expected, lams = single_process()
-    for params, got_lams in spawn(sharded_worker, tmp_path, foreach):
+    for results in two_processes:
+        params, got_lams = results[f"sharded-foreach{foreach}"]
         for p, e in zip(params, expected, strict=True):
             torch.testing.assert_close(p, e, atol=1e-6, rtol=1e-5)
         assert got_lams == pytest.approx(lams, rel=1e-5)

@@ -30,16 +30,21 @@ def mixing_lambda(
 
     Degenerate cases give λ = 1 rather than a division by zero: ``η = 0`` (a learning-rate warm-up
     from zero; the official code raises ``ZeroDivisionError`` there) and ``a = m`` (both directions
-    agree, so λ does not matter; 0/0 in the official code when also ``m = 0`` and ``γ = 0``).
+    agree, so λ does not matter; 0/0 in the official code when also ``m = 0`` and ``γ = 0``). Only
+    those two: a NaN or negative γ raises, and a NaN norm (a NaN gradient) gives a NaN λ, visibly.
     """
+    if not gamma >= 0.0:  # NaN too: a group's γ edited after construction is checked here
+        raise ValueError(f"gamma must be >= 0 (and not NaN), got {gamma}")
+    bonus: float | torch.Tensor
     if isinstance(step_size, torch.Tensor):
-        # η = 0 with γ = 0 is 0/0: read it as the warm-up guard (bonus ∞, so λ = 1) too.
-        bonus: float | torch.Tensor = (2.0 * gamma / step_size).nan_to_num(nan=math.inf)
+        # η = 0 is the warm-up guard (bonus ∞, so λ = 1), γ = 0 included (0/0 otherwise). No host
+        # check of η here (a device tensor when capturable): a NaN η gives a NaN λ, visibly.
+        bonus = torch.where(step_size == 0, math.inf, 2.0 * gamma / step_size)
     else:
         bonus = math.inf if step_size == 0 else 2.0 * gamma / step_size
-    # diff_sq = 0 gives ∞ (clipped to 1) or, with a zero numerator, 0/0 = NaN: both mean λ = 1.
-    ratio = (m_sq + bonus) / diff_sq
-    return ratio.sqrt_().clamp_(0.0, 1.0).nan_to_num_(nan=1.0)
+    ratio = ((m_sq + bonus) / diff_sq).sqrt_().clamp_(0.0, 1.0)
+    # a = m (diff_sq = 0) with a zero numerator is 0/0: λ = 1 there, and nowhere else.
+    return torch.where((diff_sq == 0) & (m_sq + bonus == 0), 1.0, ratio)
 
 
 def excess_energy(

@@ -40,7 +40,8 @@ def _is_dtensor(t: torch.Tensor) -> bool:
 
 def _local(t: torch.Tensor) -> torch.Tensor:
     """The local shard of a DTensor (sharing its storage), or ``t`` itself."""
-    return cast(torch.Tensor, t.to_local()) if _is_dtensor(t) else t  # type: ignore[attr-defined]
+    # DTensor is typed apart from Tensor: reach its attributes through Any, no ignore comments.
+    return cast(torch.Tensor, cast(Any, t).to_local()) if _is_dtensor(t) else t
 
 
 def _check_hyper(
@@ -207,28 +208,32 @@ class AdaS(torch.optim.Optimizer):
         torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
 
         step_size, bc2_sqrt = _bias_corrections(steps, group)
-        adam = list(torch._foreach_sqrt(exp_avg_sqs))
-        torch._foreach_div_(adam, bc2_sqrt)
-        torch._foreach_add_(adam, group["eps"])
-        torch._foreach_div_(adam, exp_avgs)
-        torch._foreach_reciprocal_(adam)  # adam = m / D, in D's buffer: no second temporary
-        diffs = torch._foreach_sub(adam, exp_avgs)  # foreach kernels have no dot product
-        diff_sq = _squared_norms(diffs)
-        del diffs
+        # One temporary per tensor, as AdamW's: D, then a = m / D, then a − m, then d, all in place.
+        buf = list(torch._foreach_sqrt(exp_avg_sqs))
+        torch._foreach_div_(buf, bc2_sqrt)
+        torch._foreach_add_(buf, group["eps"])
+        torch._foreach_div_(buf, exp_avgs)
+        torch._foreach_reciprocal_(buf)  # buf = a = m / D
+        torch._foreach_sub_(buf, exp_avgs)  # buf = a − m: no second temporary for the norm
+        diff_sq = _squared_norms(buf)
         m_sq = _squared_norms(exp_avgs)
         m_sq, diff_sq = _reduce_sharded(batch, m_sq, diff_sq)
 
         eta = step_size if isinstance(step_size, float) else torch.stack(step_size)
         lam = mixing_lambda(m_sq, diff_sq, group["gamma"], eta)
-        base = exp_avgs if group["sgd_component"] == "momentum" else grads
-        # adam ← λ·adam + (1 − λ)·base: the AdaS direction d, still in D's buffer.
-        torch._foreach_lerp_(adam, base, list((1 - lam).to(adam[0].dtype).unbind()))
-        update_sq = _squared_norms(adam) if self.track_update_norms else None
-        if isinstance(step_size, float):
-            torch._foreach_add_(params, adam, alpha=-step_size)
+        # d = λ·a + (1 − λ)·base, in buf. With base = m that is m + λ·(a − m): a is not restored.
+        if group["sgd_component"] == "momentum":
+            torch._foreach_mul_(buf, list(lam.to(buf[0].dtype).unbind()))
+            torch._foreach_add_(buf, exp_avgs)
         else:
-            torch._foreach_mul_(adam, [-s.to(adam[0].dtype) for s in step_size])
-            torch._foreach_add_(params, adam)
+            torch._foreach_add_(buf, exp_avgs)  # back to a
+            torch._foreach_lerp_(buf, grads, list((1 - lam).to(buf[0].dtype).unbind()))
+        update_sq = _squared_norms(buf) if self.track_update_norms else None
+        if isinstance(step_size, float):
+            torch._foreach_add_(params, buf, alpha=-step_size)
+        else:
+            torch._foreach_mul_(buf, [-s.to(buf[0].dtype) for s in step_size])
+            torch._foreach_add_(params, buf)
         self._record(batch, group, lam, m_sq, diff_sq, eta, update_sq)
 
     def _step_one(self, group: dict[str, Any], param: torch.Tensor) -> None:
@@ -378,9 +383,9 @@ def _reduce_sharded(
         placements = getattr(p, "placements", ())
         dims = tuple(d for d, pl in enumerate(placements) if pl.is_shard())
         if dims:
-            by_dims.setdefault((id(p.device_mesh), dims), []).append(i)  # type: ignore[attr-defined]
+            by_dims.setdefault((id(cast(Any, p).device_mesh), dims), []).append(i)
     for (_, dims), idx in by_dims.items():
-        mesh = batch[idx[0]].device_mesh  # type: ignore[attr-defined]
+        mesh = cast(Any, batch[idx[0]]).device_mesh
         part = both[:, idx].contiguous()
         for d in dims:
             dist.all_reduce(part, group=mesh.get_group(d))
