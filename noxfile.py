@@ -267,6 +267,23 @@ def triton(session: nox.Session) -> None:
     _pytest(session, "triton", *tests, "-m", "triton", "-q", env={"TRITON_INTERPRET": "1"})
 
 
+@nox.session
+def spikingjelly(session: nox.Session) -> None:
+    """adas-optim's spikingjelly parity tests (its own job: issue 14); skips where it cannot install.
+
+    spikingjelly's wheel asks for torchvision and torchaudio builds that do not install beside every
+    CPU torch, so it goes in without its dependencies, plus loguru, which its neuron module imports.
+    """
+    _install(session, "-e", f"packages/{CORE}", *_editable(["adas-optim"]))
+    _assert_cpu_torch(session)
+    try:
+        session.install("--no-deps", "spikingjelly>=2.0", "loguru", env=_install_env(), silent=True)
+    except nox.command.CommandFailed:
+        session.skip("spikingjelly does not install from this index")
+    suite = "packages/adas-optim/tests/test_spikingjelly.py"
+    _pytest(session, "spikingjelly", suite, "-q", "-rs")
+
+
 @nox.session(tags=["ci"])
 def lint(session: nox.Session) -> None:
     """ruff check and format check; the workflows against GitHub's schema.
