@@ -352,9 +352,13 @@ class WassersteinBregman(BregmanPotential):
 
     def _woodbury_factor(self, a: torch.Tensor) -> torch.Tensor:
         # Q Cov_π Q / ε = U Uᵀ with U = (Qa_k − Σ_j π_j Qa_j) √π_k / √ε, shape (B, n, K).
-        pi, keys = self._attention_keys(a)
+        # √π from the log-softmax: sqrt's derivative at an underflowed π = 0 would be NaN.
+        keys, offset = self._keys()
+        log_pi = torch.log_softmax(a @ keys.T / self.eps + offset, dim=-1)
+        pi = log_pi.exp()
         centred = keys.unsqueeze(0) - (pi @ keys).unsqueeze(1)
-        return (centred * (pi / self.eps).sqrt().unsqueeze(-1)).transpose(-1, -2)
+        scale = torch.exp(0.5 * (log_pi - torch.log(self.eps)))
+        return (centred * scale.unsqueeze(-1)).transpose(-1, -2)
 
     def hess_solve(self, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         U = self._woodbury_factor(a)

@@ -91,7 +91,6 @@ def closed_loop(
     integrator: str = "rk4",
     store: bool = False,
     stages: dict[float, torch.Tensor] | None = None,
-    dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor | Trajectory:
     """Simulate batch entry b tracking ``refs[ref_index[b]]`` in model ``model_index[b]``.
 
@@ -99,14 +98,15 @@ def closed_loop(
     Raises :class:`SimulationDiverged` when a state leaves ``‖x‖ ≤ 1e6`` or turns non-finite.
     """
     n_steps = _check_time(T, dt)
+    dtype = controller_dtype(ctrl)
     if stages is None:
         stages = reference_stages(refs, T, dt, integrator, dtype)
     a_tab, b_tab, c_tab = TABLEAUX[integrator]
     ref_index, model_index = torch.as_tensor(ref_index), torch.as_tensor(model_index)
     batch, d, n = len(ref_index), ctrl.dim, ctrl.n_params
     pot, plant = ctrl.potential, ctrl.plant
-    start = stages[0.0][:, ref_index, 0]
-    x = torch.cat([start[0], start[1]], -1).to(dtype)
+    start = stages[0.0][:, ref_index, 0].to(dtype)
+    x = torch.cat([start[0], start[1]], -1)
     z = pot.initial_state(batch, n, x)
     X = torch.cat([x, z, x.new_zeros(batch, 3)], -1)
     records: list[dict[str, torch.Tensor]] = []
@@ -116,7 +116,7 @@ def closed_loop(
 
         def rhs(X: torch.Tensor, step: int, c: float, record: bool = False) -> torch.Tensor:
             q, dq, z = X[:, :d], X[:, d : 2 * d], X[:, 2 * d : 2 * d + n]
-            ref = stages[c][:, ref_index, step]
+            ref = stages[c][:, ref_index, step].to(dtype)
             out = ctrl.control(q, dq, (ref[0], ref[1], ref[2]), z, L_gamma, Lam, K)
             f = ensemble.force(model_index, q, dq)
             ddq = plant.acceleration(q, dq, out.u, f)
@@ -150,6 +150,14 @@ def closed_loop(
     return Trajectory(t=t, cost=cost, **stacked)
 
 
+def controller_dtype(ctrl) -> torch.dtype:
+    """The floating dtype of the controller's parameters: the simulation runs in it."""
+    for p in ctrl.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.get_default_dtype()
+
+
 def _check_finite(X: torch.Tensor, time: float, ref_index, model_index, ensemble) -> None:
     bad = ~torch.isfinite(X).all(-1) | (X.detach().abs().amax(-1) > DIVERGENCE_NORM)
     if bool(bad.any()):
@@ -168,13 +176,13 @@ def simulate(
     dt: float = 0.01,
     integrator: str = "rk4",
     ensemble=None,
-    dtype: torch.dtype = torch.float64,
 ) -> Trajectory:
     """Fly ``ctrl`` on ``plant`` along ``ref`` in ``wind`` (or the models of ``ensemble``).
 
     ``ref`` and ``wind`` are paired element by element (a single one is broadcast); with an
     ``ensemble`` instead of winds, entry ``b`` flies in model ``b``. Starts at
-    ``(q, q̇) = (r(0), ṙ(0))`` with the adaptation state at zero. Returns a :class:`Trajectory`.
+    ``(q, q̇) = (r(0), ṙ(0))`` with the adaptation state at zero. Runs in the dtype of ``ctrl``'s
+    parameters (``ctrl.double()`` for float64). Returns a :class:`Trajectory`.
     """
     from wasserstein_meta.ensemble import OracleEnsemble
 
@@ -191,8 +199,7 @@ def simulate(
     ref_index = torch.arange(batch) % len(refs)
     model_index = torch.arange(batch) % n_models
     check_reference_attitude(refs, T, dt)
-    out = closed_loop(ctrl, ensemble, refs, ref_index, model_index, T, dt, integrator,
-                      store=True, dtype=dtype)
+    out = closed_loop(ctrl, ensemble, refs, ref_index, model_index, T, dt, integrator, store=True)
     assert isinstance(out, Trajectory)
     return out
 

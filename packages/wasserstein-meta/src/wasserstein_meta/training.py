@@ -12,7 +12,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from wasserstein_meta.simulate import check_reference_attitude, closed_loop, reference_stages
+from wasserstein_meta.simulate import (
+    check_reference_attitude,
+    closed_loop,
+    controller_dtype,
+    reference_stages,
+)
 from wasserstein_meta.trajectories import Spline, evaluate
 
 
@@ -39,6 +44,7 @@ def task_atoms(ctrl, ensemble, states: torch.Tensor, ridge: float = 1e-6) -> tor
     ``A_k = argmin_A Σ_x ‖A y(x) − f_k(x)‖² + ridge ‖A‖²`` over ``states``, in the coordinates the
     potential acts on (``L_Γ⁻¹ A_k``). Differentiable in the features.
     """
+    states = states.to(controller_dtype(ctrl))
     q, dq = states[:, :3], states[:, 3:]
     y = ctrl.features(states)
     K = ensemble.n_models
@@ -62,7 +68,10 @@ def _pairs(n_refs: int, n_models: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def feature_l2(ctrl) -> torch.Tensor:
-    return sum((p**2).sum() for p in ctrl.features.parameters()) + torch.zeros((), dtype=torch.float64)
+    total = torch.zeros((), dtype=controller_dtype(ctrl))
+    for p in ctrl.features.parameters():
+        total = total + (p**2).sum()
+    return total
 
 
 def _split(n: int, frac: float, rng: np.random.Generator) -> tuple[list[int], list[int]]:
@@ -109,7 +118,7 @@ def meta_train(
     ens_train, ens_val = ensemble.subset(train_models), ensemble.subset(val_models)
     r_train, r_val = [refs[i] for i in train_refs], [refs[i] for i in val_refs]
     check_reference_attitude(list(refs), T, dt)
-    dtype = torch.float64
+    dtype = controller_dtype(ctrl)
     st_train = reference_stages(r_train, T, dt, integrator, dtype)
     st_val = reference_stages(r_val, T, dt, integrator, dtype)
     train_pairs = _pairs(len(r_train), ens_train.n_models)
