@@ -5,9 +5,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import assert_close
-
 import wasserstein_meta as wm
+from helpers import assert_close
 from wasserstein_meta.potentials import LpNorm, Quadratic, WassersteinBregman
 from wasserstein_meta.simulate import TABLEAUX
 
@@ -19,7 +18,7 @@ REFS = wm.trajectories.random_splines(2, T=2.0, knot_scale=0.7, seed=3)
 def richards_oracle(plant, features, refs, winds, P, Lam, K, A0, T, dt):
     """The published law written out: Â̇ = P s yᵀ, u = B(φ)⁻¹(r̈ − Λė + g − Ây − Ks), RK4."""
     B = len(refs)
-    n = int(round(T / dt))
+    n = round(T / dt)
     w = torch.as_tensor(winds)
     r0 = np.stack([r(0.0, 1)[:, 0] for r in refs], 1)  # (2, B, 3)
     q, dq = torch.as_tensor(r0[0]), torch.as_tensor(r0[1])
@@ -72,7 +71,9 @@ def test_det_B_is_one_and_B_is_orthogonal():
 
 def test_drag_sign_and_zero_relative_velocity():
     q = torch.tensor([[0.0, 0.0, 0.0], [1.0, 2.0, 0.4]])
-    still = PLANT.wind_force(q, torch.tensor([[5.0, 0.0, 0.0], [2.0, 0.0, 0.3]]), torch.tensor([5.0, 2.0]))
+    still = PLANT.wind_force(
+        q, torch.tensor([[5.0, 0.0, 0.0], [2.0, 0.0, 0.3]]), torch.tensor([5.0, 2.0])
+    )
     assert_close(still, torch.zeros(2, 3), atol=1e-15)
     push = PLANT.wind_force(q[:1], torch.tensor([[1.0, 0.0, 0.0]]), torch.tensor([4.0]))
     assert push[0, 0] > 0 and abs(push[0, 1]) < 1e-15  # wind faster than the vehicle pushes it on
@@ -82,8 +83,11 @@ def test_drag_sign_and_zero_relative_velocity():
 def test_pvtol_drag():
     plant = wm.systems.PVTOL()
     q = torch.tensor([[0.0, 0.0, 0.2]])
-    assert_close(plant.wind_force(q, torch.tensor([[3.0, 0.0, 0.0]]), torch.tensor([3.0])),
-                 torch.zeros(1, 3), atol=1e-15)
+    assert_close(
+        plant.wind_force(q, torch.tensor([[3.0, 0.0, 0.0]]), torch.tensor([3.0])),
+        torch.zeros(1, 3),
+        atol=1e-15,
+    )
     spin = plant.wind_force(q, torch.tensor([[3.0, 0.0, 1.0]]), torch.tensor([3.0]))
     assert spin[0, 2] < 0  # rotational drag opposes the spin: −β₃ (r²φ̇² + r²φ̇²)
     assert_close(spin[0, 2], torch.tensor(-2.0), atol=1e-14)
@@ -96,7 +100,11 @@ def test_no_wind_no_drag_tracks_within_integration_error():
     plant = wm.systems.PFAR(drag=(0.0, 0.0))
     ctrl = wm.AdaptiveController(plant, wm.ZeroFeatures(), None, wm.PDGains(3, 1.0, 1.0))
     errs = [
-        float(wm.metrics.rms_tracking_error(wm.simulate(ctrl, plant, REFS, wind=0.0, T=2.0, dt=dt)).max())
+        float(
+            wm.metrics.rms_tracking_error(
+                wm.simulate(ctrl, plant, REFS, wind=0.0, T=2.0, dt=dt)
+            ).max()
+        )
         for dt in (0.04, 0.02)
     ]
     # The error dynamics are exactly e ≡ 0: what remains is RK4's O(dt⁴) error in integrating r.
@@ -108,9 +116,19 @@ def test_quadratic_equals_published_euclidean_law():
     ctrl = _ctrl(Quadratic(P))
     q, dq, A = _final(ctrl)
     gains = ctrl.gains
-    ref = richards_oracle(PLANT, ctrl.features, REFS, [3.0, 7.0], P, gains.Lambda.detach(),
-                          gains.K.detach(), torch.zeros(3, 8), 1.0, 0.02)
-    for ours, theirs in zip((q, dq, A), ref):
+    ref = richards_oracle(
+        PLANT,
+        ctrl.features,
+        REFS,
+        [3.0, 7.0],
+        P,
+        gains.Lambda.detach(),
+        gains.K.detach(),
+        torch.zeros(3, 8),
+        1.0,
+        0.02,
+    )
+    for ours, theirs in zip((q, dq, A), ref, strict=False):
         assert_close(ours, theirs, atol=1e-10)
 
 
@@ -120,9 +138,19 @@ def test_wasserstein_primal_large_eps_is_euclidean_with_P_gamma_over_lambda():
     ctrl = _ctrl(WassersteinBregman(atoms, eps=1e6, lam=0.5, Q=0.3, mode="primal"), Gamma=Gamma)
     q, dq, A = _final(ctrl)
     g = ctrl.gains
-    ref = richards_oracle(PLANT, ctrl.features, REFS, [3.0, 7.0], Gamma / 0.5, g.Lambda.detach(),
-                          g.K.detach(), torch.zeros(3, 8), 1.0, 0.02)
-    for ours, theirs in zip((q, dq, A), ref):
+    ref = richards_oracle(
+        PLANT,
+        ctrl.features,
+        REFS,
+        [3.0, 7.0],
+        Gamma / 0.5,
+        g.Lambda.detach(),
+        g.K.detach(),
+        torch.zeros(3, 8),
+        1.0,
+        0.02,
+    )
+    for ours, theirs in zip((q, dq, A), ref, strict=False):
         assert_close(ours, theirs, atol=1e-5)
 
 
@@ -134,9 +162,19 @@ def test_wasserstein_dual_large_eps_is_euclidean_with_gain_lambda_gamma_from_bar
     g = ctrl.gains
     # Â = L_Γ b̂ with L_Γ = √2 I; b̂(0) = ∇ψ(0) = Q·mean(atoms) as ε → ∞.
     A0 = math.sqrt(2.0) * 0.3 * atoms.mean(0).view(3, 8)
-    ref = richards_oracle(PLANT, ctrl.features, REFS, [3.0, 7.0], 0.5 * 2.0 * torch.eye(3),
-                          g.Lambda.detach(), g.K.detach(), A0, 1.0, 0.02)
-    for ours, theirs in zip((q, dq, A), ref):
+    ref = richards_oracle(
+        PLANT,
+        ctrl.features,
+        REFS,
+        [3.0, 7.0],
+        0.5 * 2.0 * torch.eye(3),
+        g.Lambda.detach(),
+        g.K.detach(),
+        A0,
+        1.0,
+        0.02,
+    )
+    for ours, theirs in zip((q, dq, A), ref, strict=False):
         assert_close(ours, theirs, atol=1e-5)
 
 
@@ -175,7 +213,9 @@ def _wb_atoms(A_star, scale, seed):
 def test_lyapunov_function_never_increases(make):
     gen = torch.Generator().manual_seed(2)
     A_star = 2.0 * torch.randn(3, 8, generator=gen)
-    ctrl = _ctrl(make(A_star), Gamma=torch.tensor([[1.5, 0.2, 0.0], [0.2, 1.0, 0.0], [0.0, 0.0, 0.8]]))
+    ctrl = _ctrl(
+        make(A_star), Gamma=torch.tensor([[1.5, 0.2, 0.0], [0.2, 1.0, 0.0], [0.0, 0.0, 0.8]])
+    )
     task = LinearTask(ctrl.features, A_star)
     traj = wm.simulate(ctrl, PLANT, REFS, T=2.0, dt=0.01, ensemble=task)
     steps = len(traj.t)

@@ -3,7 +3,6 @@ import math
 import pytest
 import torch
 from helpers import assert_close
-
 from wasserstein_meta.potentials import LpNorm, Quadratic, WassersteinBregman, bregman_divergence
 
 torch.set_default_dtype(torch.float64)
@@ -40,7 +39,9 @@ def test_grad_and_hessian_match_autograd(full_Q):
     g = torch.autograd.grad(pot.value(a).sum(), a)[0]
     assert_close(pot.grad(a), g, atol=1e-12)
     for b in range(4):
-        H = torch.autograd.functional.hessian(lambda x: pot.value(x.unsqueeze(0)).sum(), a[b].detach())
+        H = torch.autograd.functional.hessian(
+            lambda x: pot.value(x.unsqueeze(0)).sum(), a[b].detach()
+        )
         assert_close(pot.hessian(a[b : b + 1].detach())[0], H, atol=1e-12)
 
 
@@ -89,7 +90,13 @@ def test_small_eps_is_hard_assignment_to_nearest_atom():
 
 
 @pytest.mark.parametrize(
-    "pot", [Quadratic(torch.tensor([[2.0, 0.3, 0], [0.3, 1, 0], [0, 0, 0.5]])), LpNorm(1.6), LpNorm(3.0), _wb(n=6)]
+    "pot",
+    [
+        Quadratic(torch.tensor([[2.0, 0.3, 0], [0.3, 1, 0], [0, 0, 0.5]])),
+        LpNorm(1.6),
+        LpNorm(3.0),
+        _wb(n=6),
+    ],
 )
 def test_bregman_divergence_nonnegative_and_zero_on_diagonal(pot):
     a, b = torch.randn(50, 6), torch.randn(50, 6)
@@ -101,7 +108,9 @@ def test_quadratic_divergence_closed_form():
     P = torch.tensor([[2.0, 0.3, 0], [0.3, 1, 0], [0, 0, 0.5]])
     pot = Quadratic(P)
     a, b = torch.randn(4, 6), torch.randn(4, 6)
-    M = (torch.linalg.inv(P)[:, None, :, None] * torch.eye(2)[None, :, None, :]).reshape(6, 6)  # row-major vec: (P ⊗ I)⁻¹
+    M = (torch.linalg.inv(P)[:, None, :, None] * torch.eye(2)[None, :, None, :]).reshape(
+        6, 6
+    )  # row-major vec: (P ⊗ I)⁻¹
     expected = 0.5 * (((a - b) @ M) * (a - b)).sum(-1)
     assert_close(bregman_divergence(pot, a, b), expected, atol=1e-12)
 
@@ -115,8 +124,9 @@ def test_lp_norm_closed_forms(p):
     assert_close(pot.conj_grad(pot.grad(a)), a.detach(), atol=1e-10)
     H = torch.autograd.functional.hessian(lambda x: pot.value(x.unsqueeze(0)).sum(), a[0].detach())
     v = torch.randn(5)
-    assert_close(pot.hess_solve(a[:1].detach(), v.unsqueeze(0))[0],
-                               torch.linalg.solve(H, v), atol=1e-9)
+    assert_close(
+        pot.hess_solve(a[:1].detach(), v.unsqueeze(0))[0], torch.linalg.solve(H, v), atol=1e-9
+    )
 
 
 def test_lp_norm_gradient_at_zero_state_is_finite():
@@ -136,8 +146,13 @@ def test_attention_equals_sinkhorn_plan_rows():
     atoms, sources = torch.randn(6, 4, generator=gen), torch.randn(9, 4, generator=gen)
     cost = 0.5 * torch.cdist(sources, atoms) ** 2
     plan, log = ot.sinkhorn(
-        torch.full((9,), 1 / 9).numpy(), torch.full((6,), 1 / 6).numpy(), cost.numpy(),
-        reg=0.5, log=True, stopThr=1e-14, numItermax=10000,
+        torch.full((9,), 1 / 9).numpy(),
+        torch.full((6,), 1 / 6).numpy(),
+        cost.numpy(),
+        reg=0.5,
+        log=True,
+        stopThr=1e-14,
+        numItermax=10000,
     )
     plan = torch.as_tensor(plan)
     pot = WassersteinBregman(atoms, eps=0.5, Q=torch.eye(4), weights=torch.as_tensor(log["v"]))
@@ -181,7 +196,7 @@ def test_bad_atoms_are_refused():
     with pytest.raises(ValueError, match=r"\(K, 4\)"):
         pot.set_atoms(torch.randn(3, 5))
     with pytest.raises(RuntimeError, match="no atoms yet"):
-        WassersteinBregman("ensemble").atoms
+        _ = WassersteinBregman("ensemble").atoms
 
 
 @pytest.mark.parametrize("p", [1.0, 0.5, float("inf"), float("nan")])

@@ -13,8 +13,8 @@ from wasserstein_meta.controller import AdaptiveController
 from wasserstein_meta.features import ZeroFeatures
 from wasserstein_meta.simulate import closed_loop
 from wasserstein_meta.spd import as_spd_params
-from wasserstein_meta.trajectories import Spline
 from wasserstein_meta.training import _pairs, refresh_atoms
+from wasserstein_meta.trajectories import Spline
 
 
 def pid_controller(plant, gains=None) -> AdaptiveController:
@@ -42,7 +42,9 @@ def meta_ridge_regression(
     K, S = ensemble.n_models, len(states)
     idx = torch.arange(K).repeat_interleave(S)
     with torch.no_grad():
-        f = ensemble.force(idx, states[:, :3].repeat(K, 1), states[:, 3:].repeat(K, 1)).view(K, S, -1)
+        f = ensemble.force(idx, states[:, :3].repeat(K, 1), states[:, 3:].repeat(K, 1)).view(
+            K, S, -1
+        )
     opt = torch.optim.Adam(features.parameters(), lr=lr)
     n_fit = max(1, int(fit_frac * S))
     losses = []

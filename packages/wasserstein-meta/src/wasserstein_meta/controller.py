@@ -55,7 +55,9 @@ class AdaptiveController(nn.Module):
         self.potential = potential if potential is not None else Quadratic(dim=plant.dim)
         self.gains = gains if gains is not None else PDGains(plant.dim)
         if self.gains.dim != plant.dim:
-            raise ValueError(f"gains are {self.gains.dim}-dimensional, the plant has {plant.dim} dofs")
+            raise ValueError(
+                f"gains are {self.gains.dim}-dimensional, the plant has {plant.dim} dofs"
+            )
         self.dim = plant.dim
         self.m = int(self.features.out_dim)
         self.n_params = self.dim * self.m

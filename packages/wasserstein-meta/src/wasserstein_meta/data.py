@@ -54,7 +54,7 @@ def generate(
     rng = np.random.default_rng(seed)
     winds = wind.sample(n_traj, rng)
     refs = random_splines(n_traj, T=T, seed=int(rng.integers(2**31)))
-    n_steps = int(round(T / dt))
+    n_steps = round(T / dt)
     t = np.arange(n_steps + 1) * dt
     ref = evaluate(refs, t, 2)
     w = torch.as_tensor(winds)

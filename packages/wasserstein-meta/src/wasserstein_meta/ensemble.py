@@ -8,6 +8,7 @@ fitted by one-step prediction through the prior dynamics).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -44,20 +45,28 @@ class OracleEnsemble:
 class LearnedEnsemble(nn.Module):
     """``f_j(x) = A_j tanh(W₂ⱼ tanh(W₁ⱼ x + b₁ⱼ) + b₂ⱼ)``, all models in batched tensors."""
 
-    def __init__(self, plant, n_models: int, hidden: Sequence[int] = (32, 32), seed: int = 0,
-                 winds: Sequence[float] | None = None):
+    def __init__(
+        self,
+        plant,
+        n_models: int,
+        hidden: Sequence[int] = (32, 32),
+        seed: int = 0,
+        winds: Sequence[float] | None = None,
+    ):
         super().__init__()
         gen = torch.Generator().manual_seed(seed)
         dims = [2 * plant.dim, *hidden, plant.dim]
         self.plant = plant
         self.weights = nn.ParameterList(
             nn.Parameter(0.1 * torch.randn(n_models, b, a, generator=gen))
-            for a, b in zip(dims[:-1], dims[1:])
+            for a, b in itertools.pairwise(dims)
         )
         self.biases = nn.ParameterList(
             nn.Parameter(0.1 * torch.randn(n_models, b, generator=gen)) for b in dims[1:-1]
         )
-        self.winds = torch.as_tensor(np.asarray(winds if winds is not None else [np.nan] * n_models))
+        self.winds = torch.as_tensor(
+            np.asarray(winds if winds is not None else [np.nan] * n_models)
+        )
 
     @property
     def n_models(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -15,13 +16,19 @@ class MLPFeatures(nn.Module):
     ``hidden[-1]``. Weights start at N(0, ``init_std``²) (the base code uses 0.1).
     """
 
-    def __init__(self, in_dim: int = 6, hidden: Sequence[int] = (32, 32), init_std: float = 0.1, seed: int | None = None):
+    def __init__(
+        self,
+        in_dim: int = 6,
+        hidden: Sequence[int] = (32, 32),
+        init_std: float = 0.1,
+        seed: int | None = None,
+    ):
         super().__init__()
         if not hidden or any(h < 1 for h in hidden):
             raise ValueError(f"hidden must be a non-empty list of positive widths, got {hidden}")
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         dims = [in_dim, *hidden]
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
         with torch.no_grad():
             for layer in self.layers:
                 layer.weight.copy_(torch.randn(layer.weight.shape, generator=gen) * init_std)

@@ -176,7 +176,9 @@ class LpNorm(BregmanPotential):
         w = torch.sign(a) * mag ** (p - 1.0)
         beta = (2.0 - p) * norm ** (2.0 - 2.0 * p)
         dg, dw = g / diag, w / diag
-        return dg - dw * beta * (w * dg).sum(-1, keepdim=True) / (1 + beta * (w * dw).sum(-1, keepdim=True))
+        return dg - dw * beta * (w * dg).sum(-1, keepdim=True) / (
+            1 + beta * (w * dw).sum(-1, keepdim=True)
+        )
 
 
 class WassersteinBregman(BregmanPotential):
@@ -195,13 +197,17 @@ class WassersteinBregman(BregmanPotential):
     them every meta-step to the least-squares parameters of each training task under the current
     features (call :meth:`set_atoms` yourself otherwise). ``Q`` is a positive scalar (a learnable
     diagonal Q initialised at ``Q·I``) or an SPD ``(n, n)`` matrix (a learnable full Cholesky factor).
-    ``eps`` and ``lam`` are learnable in log space unless ``learn_geometry=False``.
+    ``eps`` and ``lam`` are learnable in log space unless ``learn_geometry=False``;
+    ``eps="auto"`` starts ε, when the atoms are first set, at the larger of their spread
+    ``mean_k ½‖a_k − ā‖²_Q`` and the range of ``½‖a_k‖²_Q`` (the logits at ζ = 0), so that the
+    attention starts soft: ε = 1 against atoms of norm ~10 is a hard assignment whose gradient in ε
+    underflows to zero.
     """
 
     def __init__(
         self,
         atoms: torch.Tensor | Literal["ensemble"] = "ensemble",
-        eps: float = 1.0,
+        eps: float | Literal["auto"] = "auto",
         lam: float = 1.0,
         Q: float | torch.Tensor = 1.0,
         mode: Literal["primal", "dual"] = "dual",
@@ -210,6 +216,8 @@ class WassersteinBregman(BregmanPotential):
         learn_geometry: bool = True,
     ):
         super().__init__()
+        self._eps_auto = eps == "auto"
+        eps = 1.0 if eps == "auto" else eps
         for name, val in (("eps", eps), ("lam", lam)):
             if not (isinstance(val, (int, float)) and math.isfinite(val) and val > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {val}")
@@ -237,7 +245,9 @@ class WassersteinBregman(BregmanPotential):
     def bind(self, n: int) -> None:
         if self.n is not None:
             if n != self.n:
-                raise ValueError(f"potential is bound to n = {self.n} parameters, controller has {n}")
+                raise ValueError(
+                    f"potential is bound to n = {self.n} parameters, controller has {n}"
+                )
             return
         self.n = n
         Q = self._Q_init
@@ -272,6 +282,19 @@ class WassersteinBregman(BregmanPotential):
     def set_atoms(self, atoms: torch.Tensor) -> None:
         """Set the task atoms ``(K, n)`` (kept differentiable: gradients reach the features)."""
         atoms = _check_atoms(atoms, self.n)
+        if self._eps_auto:
+            self._eps_auto = False
+            self._atoms = atoms.detach()
+            with torch.no_grad():
+                a = atoms.detach()
+                centred = a - a.mean(0)
+                half_norms = 0.5 * (a @ self.Q * a).sum(-1)
+                spread = max(
+                    0.5 * float((centred @ self.Q * centred).sum(-1).mean()),
+                    float(half_norms.max() - half_norms.min()),
+                )
+                if spread > 0 and math.isfinite(spread):
+                    self.log_eps.fill_(math.log(spread))
         if self.learnable_atoms:
             if not isinstance(getattr(self, "_atoms", None), nn.Parameter):
                 self._atoms = nn.Parameter(atoms.detach().clone())
@@ -318,10 +341,7 @@ class WassersteinBregman(BregmanPotential):
         if getattr(self, "_cache", None) is not None:
             return self._cache  # type: ignore[return-value]
         atoms = self.atoms
-        if self.Q_chol is None:
-            keys = atoms * torch.exp(self.Q_log_diag)
-        else:
-            keys = atoms @ self.Q
+        keys = atoms * torch.exp(self.Q_log_diag) if self.Q_chol is None else atoms @ self.Q
         offset = -0.5 * (keys * atoms).sum(-1) / self.eps + self.log_weights()
         return keys, offset
 

@@ -34,13 +34,14 @@ class Budget:
     test_dt: float
     hidden: tuple[int, int]
     M: int
+    lr: float
 
 
 def _budget(args: ReproduceArgs) -> Budget:
     return args.pick(
-        smoke=Budget(1, 0.5, 0.1, 2, 3, 0.5, 0.1, (4, 4), 3),
-        quick=Budget(30, 4.0, 0.1, 4, 20, 5.0, 0.025, (16, 16), 5),
-        full=Budget(150, 5.0, 0.05, 4, 40, 10.0, 0.01, (32, 32), 5),
+        smoke=Budget(1, 0.3, 0.1, 2, 3, 0.3, 0.1, (4, 4), 3, 1e-2),
+        quick=Budget(12, 3.0, 0.1, 4, 16, 5.0, 0.05, (16, 16), 5, 3e-2),
+        full=Budget(150, 5.0, 0.05, 4, 40, 10.0, 0.01, (32, 32), 5, 1e-2),
     )
 
 
@@ -52,8 +53,8 @@ def _methods(which: Sequence[str]):
         "PID": lambda: None,
         "Euclidean": lambda: Quadratic(),
         "lp": lambda: LpNorm(2.0),
-        "Wasserstein-dual": lambda: WassersteinBregman("ensemble", eps=1.0, lam=1.0, Q=1.0, mode="dual"),
-        "Wasserstein-primal": lambda: WassersteinBregman("ensemble", eps=1.0, lam=1.0, Q=1.0, mode="primal"),
+        "Wasserstein-dual": lambda: WassersteinBregman("ensemble", lam=1.0, Q=1.0, mode="dual"),
+        "Wasserstein-primal": lambda: WassersteinBregman("ensemble", lam=1.0, Q=1.0, mode="primal"),
     }
     del wm
     return {name: makers[name] for name in which}
@@ -74,10 +75,17 @@ def _evaluate(ctrl, refs, winds, budget: Budget) -> dict[str, list[float]]:
 
     with torch.no_grad():
         try:
-            traj = wm.simulate(ctrl, ctrl.plant, refs, wind=winds, T=budget.test_T, dt=budget.test_dt)
+            traj = wm.simulate(
+                ctrl, ctrl.plant, refs, wind=winds, T=budget.test_T, dt=budget.test_dt
+            )
         except wm.SimulationDiverged as err:
             nan = [math.nan] * len(refs)
-            return {"rms_error": nan, "rms_control": nan, "rms_estimation": nan, "diverged": str(err)}
+            return {
+                "rms_error": nan,
+                "rms_control": nan,
+                "rms_estimation": nan,
+                "diverged": str(err),
+            }
         return {
             "rms_error": wm.metrics.rms_tracking_error(traj).tolist(),
             "rms_control": wm.metrics.rms_control(traj).tolist(),
@@ -107,8 +115,19 @@ def _train_and_test(name, budget: Budget, train_law, test_laws, seed: int, meta:
     ctrl = _controller(name, _methods([name])[name], budget, seed)
     history = None
     if meta:
-        history = meta_train(ctrl, ens, refs, steps=budget.steps, lr=1e-2, T=budget.T, dt=budget.dt,
-                             integrator="heun", seed=seed, progress=progress)
+        history = meta_train(
+            ctrl,
+            ens,
+            refs,
+            steps=budget.steps,
+            lr=budget.lr,
+            T=budget.T,
+            dt=budget.dt,
+            integrator="heun",
+            val_every=3,
+            seed=seed,
+            progress=progress,
+        )
     else:
         with torch.no_grad():
             refresh_atoms(ctrl, ens, reference_states(refs, budget.T))
@@ -137,8 +156,14 @@ def _claim(report: Report, name, ours, base, ours_name, base_name, budget, stric
     # "<" claims need the paired difference below zero by 2 s.e.; "≤" claims the point estimate.
     held = None if math.isnan(diff) else (diff + 2 * se < 0 if strict else diff <= 0)
     report.claim(
-        name, "RMS tracking error ‖(e, ė)‖", _mean(ours), _mean(base), direction="lower",
-        baseline_name=base_name, held=held, samples=n,
+        name,
+        "RMS tracking error ‖(e, ė)‖",
+        _mean(ours),
+        _mean(base),
+        direction="lower",
+        baseline_name=base_name,
+        held=held,
+        samples=n,
         note=f"{ours_name} − {base_name}: {diff:+.4f} ± {2 * se:.4f} (2 s.e., {n} paired test flights, "
         f"one training seed). {note}".strip(),
         settings=dataclasses.asdict(budget),
@@ -147,7 +172,6 @@ def _claim(report: Report, name, ours, base, ours_name, base_name, budget, stric
 
 def run(args: ReproduceArgs) -> Report:
     from shared_core.report import subplots
-
     from wasserstein_meta.tasks import BetaWind, MixtureWind
 
     budget = _budget(args)
@@ -158,7 +182,8 @@ def run(args: ReproduceArgs) -> Report:
     results = {}
     for name in progress(names, desc="methods"):
         results[name] = report.cached(
-            f"paper-{name}", lambda name=name: _train_and_test(name, budget, train_law, test_laws, args.seed)
+            f"paper-{name}",
+            lambda name=name: _train_and_test(name, budget, train_law, test_laws, args.seed),
         )
     results["Euclidean (untrained)"] = report.cached(
         "paper-untrained",
@@ -171,7 +196,8 @@ def run(args: ReproduceArgs) -> Report:
     bi_budget = dataclasses.replace(budget, M=min(budget.M, 4))
     bi = {
         name: report.cached(
-            f"bimodal-{name}", lambda name=name: _train_and_test(name, bi_budget, bimodal, bi_tests, args.seed)
+            f"bimodal-{name}",
+            lambda name=name: _train_and_test(name, bi_budget, bimodal, bi_tests, args.seed),
         )
         for name in progress(["Euclidean", "Wasserstein-dual"], desc="bimodal")
     }
@@ -187,24 +213,63 @@ def run(args: ReproduceArgs) -> Report:
         rows.append(row)
     report.table("PFAR test (mean over test flights)", rows)
     report.table(
-        "Bimodal wind law, M = %d" % bi_budget.M,
-        [{"method": n, **{f"rms_error_{k}": _mean(r[k]["rms_error"]) for k in bi_tests}, **r["geometry"]}
-         for n, r in bi.items()],
+        f"Bimodal wind law, M = {bi_budget.M}",
+        [
+            {
+                "method": n,
+                **{f"rms_error_{k}": _mean(r[k]["rms_error"]) for k in bi_tests},
+                **r["geometry"],
+            }
+            for n, r in bi.items()
+        ],
     )
 
     err = {n: r["shift"]["rms_error"] for n, r in results.items()}
-    _claim(report, "adaptive < PID (shift)", err["Euclidean"], err["PID"], "Euclidean", "PID",
-           budget, strict=True, note="Spec anchor: PID 0.21 vs 0.02–0.09 (base code, full budget).")
-    _claim(report, "meta-learned ≤ non-meta (shift)", err["Euclidean"], err["Euclidean (untrained)"],
-           "meta-trained", "untrained features", budget, strict=False,
-           note="Negative control: same law and gains at their initial values, features not trained.")
+    _claim(
+        report,
+        "adaptive < PID (shift)",
+        err["Euclidean"],
+        err["PID"],
+        "Euclidean",
+        "PID",
+        budget,
+        strict=True,
+        note="Spec anchor: PID 0.21 vs 0.02–0.09 (base code, full budget).",
+    )
+    _claim(
+        report,
+        "meta-learned ≤ non-meta (shift)",
+        err["Euclidean"],
+        err["Euclidean (untrained)"],
+        "meta-trained",
+        "untrained features",
+        budget,
+        strict=False,
+        note="Negative control: same law and gains at their initial values, features not trained.",
+    )
     best_wb = min(("Wasserstein-dual", "Wasserstein-primal"), key=lambda n: _mean(err[n]))
-    _claim(report, "Wasserstein ≤ Euclidean (shift)", err["Wasserstein-dual"], err["Euclidean"],
-           "Wasserstein-dual", "Euclidean", budget, strict=False,
-           note=f"Default mode dual; the better Wasserstein mode on this run was {best_wb}.")
-    _claim(report, "Wasserstein ≤ Euclidean (bimodal, shift)", bi["Wasserstein-dual"]["shift"]["rms_error"],
-           bi["Euclidean"]["shift"]["rms_error"], "Wasserstein-dual", "Euclidean", bi_budget, strict=False,
-           note="Two wind regimes U-shaped around the gap, M = %d training winds." % bi_budget.M)
+    _claim(
+        report,
+        "Wasserstein ≤ Euclidean (shift)",
+        err["Wasserstein-dual"],
+        err["Euclidean"],
+        "Wasserstein-dual",
+        "Euclidean",
+        budget,
+        strict=False,
+        note=f"Default mode dual; the better Wasserstein mode on this run was {best_wb}.",
+    )
+    _claim(
+        report,
+        "Wasserstein ≤ Euclidean (bimodal, shift)",
+        bi["Wasserstein-dual"]["shift"]["rms_error"],
+        bi["Euclidean"]["shift"]["rms_error"],
+        "Wasserstein-dual",
+        "Euclidean",
+        bi_budget,
+        strict=False,
+        note=f"Two wind regimes with a gap between them, M = {bi_budget.M} training winds.",
+    )
 
     fig, ax = subplots(figsize=(6, 3.5))
     for name, res in results.items():
@@ -215,16 +280,22 @@ def run(args: ReproduceArgs) -> Report:
     ax.set_ylabel("validation loss")
     ax.set_yscale("log")
     ax.legend(fontsize=7)
-    report.figure("meta_training", fig, "Validation loss during meta-training (PFAR, oracle ensemble)")
+    report.figure(
+        "meta_training", fig, "Validation loss during meta-training (PFAR, oracle ensemble)"
+    )
     fig, ax = subplots(figsize=(6, 3.5))
     x = np.arange(len(results))
     for k, label in enumerate(test_laws):
-        ax.bar(x + 0.4 * k, [_mean(r[label]["rms_error"]) for r in results.values()], 0.4, label=label)
+        ax.bar(
+            x + 0.4 * k, [_mean(r[label]["rms_error"]) for r in results.values()], 0.4, label=label
+        )
     ax.set_xticks(x + 0.2, list(results), rotation=20, fontsize=7)
     ax.set_ylabel("RMS tracking error")
     ax.set_yscale("log")
     ax.legend()
-    report.figure("test_error", fig, "Test RMS tracking error, training wind law vs shifted test law")
+    report.figure(
+        "test_error", fig, "Test RMS tracking error, training wind law vs shifted test law"
+    )
     return report
 
 

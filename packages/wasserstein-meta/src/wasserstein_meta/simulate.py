@@ -22,7 +22,11 @@ from wasserstein_meta.trajectories import Spline, evaluate
 TABLEAUX: dict[str, tuple[list[list[float]], list[float], list[float]]] = {
     "euler": ([[]], [1.0], [0.0]),
     "heun": ([[], [1.0]], [0.5, 0.5], [0.0, 1.0]),
-    "rk4": ([[], [0.5], [0.0, 0.5], [0.0, 0.0, 1.0]], [1 / 6, 1 / 3, 1 / 3, 1 / 6], [0.0, 0.5, 0.5, 1.0]),
+    "rk4": (
+        [[], [0.5], [0.0, 0.5], [0.0, 0.0, 1.0]],
+        [1 / 6, 1 / 3, 1 / 3, 1 / 6],
+        [0.0, 0.5, 0.5, 1.0],
+    ),
     "rk38": (
         [[], [1 / 3], [-1 / 3, 1.0], [1.0, -1.0, 1.0]],
         [1 / 8, 3 / 8, 3 / 8, 1 / 8],
@@ -63,7 +67,7 @@ def _check_time(T: float, dt: float) -> int:
         raise ValueError(f"T must be a positive finite duration, got {T}")
     if dt >= T:
         raise ValueError(f"dt must be smaller than T, got dt={dt} >= T={T}")
-    return int(round(T / dt))
+    return round(T / dt)
 
 
 def reference_stages(
@@ -77,7 +81,9 @@ def reference_stages(
         if ref.T < T - 1e-9:
             raise ValueError(f"reference {j} lasts {ref.T} s, shorter than the simulation T={T}")
     grid = np.arange(n_steps + 1) * dt
-    return {c: evaluate(refs, grid + c * dt, 2, dtype) for c in sorted(set(TABLEAUX[integrator][2]))}
+    return {
+        c: evaluate(refs, grid + c * dt, 2, dtype) for c in sorted(set(TABLEAUX[integrator][2]))
+    }
 
 
 def closed_loop(
@@ -126,8 +132,20 @@ def closed_loop(
                 [(out.e**2 + out.de**2).sum(-1), (out.u**2).sum(-1), ((est - f) ** 2).sum(-1)], -1
             )
             if record:
-                records.append(dict(q=q, dq=dq, r=ref[0], dr=ref[1], u=out.u, s=out.s,
-                                    a_hat=out.a_hat, state=z, force=f, estimate=est))
+                records.append(
+                    dict(
+                        q=q,
+                        dq=dq,
+                        r=ref[0],
+                        dr=ref[1],
+                        u=out.u,
+                        s=out.s,
+                        a_hat=out.a_hat,
+                        state=z,
+                        force=f,
+                        estimate=est,
+                    )
+                )
             return torch.cat([dq, ddq, dz, costs], -1)
 
         for step in range(n_steps):

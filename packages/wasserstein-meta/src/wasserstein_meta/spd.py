@@ -56,11 +56,17 @@ def as_spd_params(value: float | torch.Tensor, dim: int, name: str) -> torch.Ten
     if isinstance(value, (int, float)):
         if not value > 0:
             raise ValueError(f"{name} must be positive (a scalar gain means {name}·I), got {value}")
-        return torch.cat([torch.full((dim,), 0.5 * float(torch.log(torch.tensor(float(value))))),
-                          torch.zeros(tril_size(dim) - dim)])
+        return torch.cat(
+            [
+                torch.full((dim,), 0.5 * float(torch.log(torch.tensor(float(value))))),
+                torch.zeros(tril_size(dim) - dim),
+            ]
+        )
     matrix = torch.as_tensor(value, dtype=torch.get_default_dtype())
     if matrix.shape != (dim, dim):
-        raise ValueError(f"{name} must be a scalar or a {dim}x{dim} matrix, got {tuple(matrix.shape)}")
+        raise ValueError(
+            f"{name} must be a scalar or a {dim}x{dim} matrix, got {tuple(matrix.shape)}"
+        )
     return params_from_spd(matrix, name)
 
 

@@ -76,7 +76,7 @@ def feature_l2(ctrl) -> torch.Tensor:
 
 def _split(n: int, frac: float, rng: np.random.Generator) -> tuple[list[int], list[int]]:
     perm = rng.permutation(n).tolist()
-    n_val = max(1, int(round(frac * n))) if n > 1 else 0
+    n_val = max(1, round(frac * n)) if n > 1 else 0
     return sorted(perm[n_val:]), sorted(perm[:n_val]) or sorted(perm)
 
 
@@ -166,8 +166,13 @@ def meta_train(
         if path is not None and ((step + 1) % checkpoint_every == 0 or step + 1 == steps):
             tmp = path.with_suffix(".tmp")
             torch.save(
-                {"ctrl": ctrl.state_dict(), "opt": opt.state_dict(), "history": history,
-                 "best": best_state, "step": step + 1},
+                {
+                    "ctrl": ctrl.state_dict(),
+                    "opt": opt.state_dict(),
+                    "history": history,
+                    "best": best_state,
+                    "step": step + 1,
+                },
                 tmp,
             )
             tmp.replace(path)

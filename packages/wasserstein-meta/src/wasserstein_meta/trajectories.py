@@ -84,7 +84,9 @@ class Spline:
     def __call__(self, t: np.ndarray | float, derivs: int = 2) -> np.ndarray:
         """``(derivs + 1, len(t), 3)``: r, ṙ, r̈, … at times ``t`` (clamped to [0, T])."""
         t = np.clip(np.atleast_1d(np.asarray(t, dtype=float)), 0.0, self.T)
-        seg = np.clip(np.searchsorted(self.knot_times, t, side="right") - 1, 0, len(self.knot_times) - 2)
+        seg = np.clip(
+            np.searchsorted(self.knot_times, t, side="right") - 1, 0, len(self.knot_times) - 2
+        )
         h = np.diff(self.knot_times)[seg]
         tau = (t - self.knot_times[seg]) / h
         out = np.zeros((derivs + 1, len(t), len(self.coeffs)))
@@ -115,6 +117,8 @@ def spline(
         raise ValueError(
             f"knot values must have shape ({len(times)}, {len(poly_orders)}), got {values.shape}"
         )
+    if not np.isfinite(values).all():
+        raise ValueError("knot values must be finite (got NaN or inf)")
     for p, k in zip(poly_orders, deriv_orders, strict=True):
         if not (k >= 1 and p >= 2 * k - 1):
             raise ValueError(f"poly order {p} cannot minimise derivative {k} (need p >= 2k - 1)")
@@ -161,6 +165,8 @@ def random_splines(
     return refs
 
 
-def evaluate(refs: Sequence[Spline], t: np.ndarray, derivs: int = 2, dtype=torch.float64) -> torch.Tensor:
+def evaluate(
+    refs: Sequence[Spline], t: np.ndarray, derivs: int = 2, dtype=torch.float64
+) -> torch.Tensor:
     """``(derivs + 1, len(refs), len(t), 3)`` tensor of the references and their derivatives."""
     return torch.as_tensor(np.stack([r(t, derivs) for r in refs], axis=1), dtype=dtype)
