@@ -301,7 +301,7 @@ class WassersteinBregman(BregmanPotential):
             return
         self._atoms = atoms
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Atoms set by meta-training live in the state dict; a fresh potential has none yet.
         key = prefix + "_atoms"
         if key in state_dict and self._atoms is None:

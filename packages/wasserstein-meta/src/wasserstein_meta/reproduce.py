@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,7 +71,7 @@ def _controller(name: str, pot_maker, budget: Budget, seed: int):
     return wm.AdaptiveController(wm.systems.PFAR(), feats, pot_maker(), gains).double()
 
 
-def _evaluate(ctrl, refs, winds, budget: Budget) -> dict[str, list[float]]:
+def _evaluate(ctrl, refs, winds, budget: Budget) -> dict[str, Any]:
     import wasserstein_meta as wm
 
     with torch.no_grad():
