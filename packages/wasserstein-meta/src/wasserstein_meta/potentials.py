@@ -304,8 +304,10 @@ class WassersteinBregman(BregmanPotential):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Atoms set by meta-training live in the state dict; a fresh potential has none yet.
         key = prefix + "_atoms"
-        if key in state_dict and self._atoms is None:
-            self._atoms = state_dict[key].detach().clone()
+        if key in state_dict:
+            self._eps_auto = False  # ε comes with the state dict: do not re-initialise it
+            if self._atoms is None:
+                self._atoms = state_dict[key].detach().clone()
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property

@@ -162,7 +162,7 @@ def meta_train(
         history.val_loss.append(val)
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{float(loss):.4g}", val=f"{val:.4g}")
+            bar.set_postfix(loss=f"{float(loss.detach()):.4g}", val=f"{val:.4g}")
         if path is not None and ((step + 1) % checkpoint_every == 0 or step + 1 == steps):
             tmp = path.with_suffix(".tmp")
             torch.save(
