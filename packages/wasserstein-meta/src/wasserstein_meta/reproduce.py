@@ -101,7 +101,11 @@ def _geometry(ctrl) -> dict[str, float]:
     with torch.no_grad():
         H = pot.hessian(pot.atoms.mean(0, keepdim=True))[0]
         eig = torch.linalg.eigvalsh(H)
-    return {"eps": float(pot.eps), "lam": float(pot.lam), "hess_eig_ratio": float(eig[-1] / eig[0])}
+    return {
+        "eps": float(pot.eps.detach()),
+        "lam": float(pot.lam.detach()),
+        "hess_eig_ratio": float(eig[-1] / eig[0]),
+    }
 
 
 def _train_and_test(name, budget: Budget, train_law, test_laws, seed: int, meta: bool = True):
@@ -276,10 +280,10 @@ def run(args: ReproduceArgs) -> Report:
     for name, res in results.items():
         if res["history"]:
             val = np.asarray(res["history"]["val_loss"], dtype=float)
-            ax.plot(np.arange(len(val)), val, label=name)
+            steps = np.flatnonzero(np.isfinite(val))
+            ax.plot(steps, val[steps], marker="o", label=name)
     ax.set_xlabel("meta-step")
     ax.set_ylabel("validation loss")
-    ax.set_yscale("log")
     ax.legend(fontsize=7)
     report.figure(
         "meta_training", fig, "Validation loss during meta-training (PFAR, oracle ensemble)"
@@ -292,7 +296,6 @@ def run(args: ReproduceArgs) -> Report:
         )
     ax.set_xticks(x + 0.2, list(results), rotation=20, fontsize=7)
     ax.set_ylabel("RMS tracking error")
-    ax.set_yscale("log")
     ax.legend()
     report.figure(
         "test_error", fig, "Test RMS tracking error, training wind law vs shifted test law"
