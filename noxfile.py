@@ -1,8 +1,11 @@
 """The single entry point for tests, lint, builds and reproductions.
 
-    nox -t ci                      # what .ci/run runs: fast tests, triton parity, lint, types, pins, wheels
+    nox -t ci                      # what .ci/run runs: every suite as released, triton parity, lint,
+                                   # types, pins, bare wheels, shared-core floors
     nox -s reproduce               # the main job: every package's reproduction, aggregated in reports/
     nox -s "tests(package='prism')"  # one package alone, as per-package CI runs it
+    nox -s release -- prism        # one package's release job: wheel + tests from the unpacked sdist
+    nox -s lowest                  # Python 3.10 and the lowest versions the ranges allow
 
 Installs go through uv with ``shared/constraints/ci.txt``, which pins the CPU build of torch. uv ignores
 pip's configuration, so pip's find-links (where the CPU wheel lies) are forwarded to ``UV_FIND_LINKS``
@@ -17,7 +20,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -28,6 +33,17 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).parent
 CONSTRAINTS = ROOT / "shared" / "constraints" / "ci.txt"
+LOWEST = ROOT / "shared" / "constraints" / "lowest.txt"
+# The extras every method package speaks (CONTRIBUTING.md): `reproduce` and `test` always, `peers` and
+# `triton` where they apply. Any other extra is a feature extra named for the library it brings.
+EXTRAS_REQUIRED = ("reproduce", "test")
+EXTRAS_VOCABULARY = ("reproduce", "peers", "triton", "test")
+# Packages that never import torch: a bare install must not bring it (nor weigh more than this).
+# A feature extra may carry a library's import name where it differs from the distribution's.
+IMPORT_NAMES = {"sklearn": "scikit-learn"}
+TORCH_FREE = {"adalina": 200, "ppai": 200}
+TRANSFORMERS_FLOOR = ">=5.0"
+PYTEST_ARGS = ["-p", "no:cacheprovider", "-c", str(ROOT / "pyproject.toml")]
 REPORTS = ROOT / "reports"
 CORE = "shared-core"
 
@@ -37,8 +53,8 @@ nox.options.sessions = []
 nox.options.tags = ["ci"]
 
 
-def _packages() -> dict[str, dict[str, str]]:
-    """``{folder: {"dist", "import", "version"}}`` for every ``packages/*/pyproject.toml``."""
+def _packages() -> dict[str, dict[str, Any]]:
+    """``{folder: {"dist", "import", "version", "dependencies", "extras"}}`` for every package."""
     found = {}
     for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
         project = tomllib.loads(pyproject.read_text())["project"]
@@ -47,6 +63,7 @@ def _packages() -> dict[str, dict[str, str]]:
             "import": project["name"].replace("-", "_"),
             "version": project["version"],
             "dependencies": project.get("dependencies", []),
+            "extras": project.get("optional-dependencies", {}),
         }
     return found
 
@@ -73,6 +90,11 @@ def _install_env() -> dict[str, str]:
     return env
 
 
+def _uv() -> str:
+    """nox's own environment carries uv; fall back to whatever PATH finds."""
+    return shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
+
+
 def _install(session: nox.Session, *args: str) -> None:
     session.install("-c", str(CONSTRAINTS), *args, env=_install_env())
 
@@ -92,7 +114,13 @@ def _assert_cpu_torch(session: nox.Session) -> None:
     )
 
 
-def _pytest(session: nox.Session, name: str, *args: str, env: dict[str, str] | None = None) -> None:
+def _pytest(
+    session: nox.Session,
+    name: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    posargs: bool = True,
+) -> None:
     REPORTS.mkdir(exist_ok=True)
     junit = REPORTS / f"junit-{name}.xml"
     junit.unlink(missing_ok=True)
@@ -100,32 +128,112 @@ def _pytest(session: nox.Session, name: str, *args: str, env: dict[str, str] | N
     session.run(
         "pytest",
         f"--junitxml={junit}",
-        "-p",
-        "no:cacheprovider",
+        *PYTEST_ARGS,
         *args,
-        *session.posargs,
+        *(session.posargs if posargs else []),
         env=env,
         success_codes=[0, 5],
     )
 
 
+def _build(session: nox.Session, folders: list[str], outdir: Path, *, sdist: bool = True) -> None:
+    """Wheels (and sdists) of ``folders`` into ``outdir``, built as a release builds them."""
+    for folder in folders:
+        kinds = ["--wheel", "--sdist"] if sdist else ["--wheel"]
+        session.run(
+            "python", "-m", "build", *kinds, "--no-isolation", "--outdir", str(outdir),
+            f"packages/{folder}", silent=True,
+        )  # fmt: skip
+
+
+def _artifact(outdir: Path, folder: str, kind: str) -> Path:
+    info = PACKAGES[folder]
+    suffix = "-*.whl" if kind == "wheel" else ".tar.gz"
+    return next(outdir.glob(f"{info['import']}-{info['version']}{suffix}"))
+
+
+def _unpack_sdist(outdir: Path, folder: str) -> Path:
+    """The sdist unpacked under ``outdir/src``: the tree a release job tests (tests and README)."""
+    import tarfile
+
+    target = outdir / "src"
+    with tarfile.open(_artifact(outdir, folder, "sdist")) as tar:
+        tar.extractall(target, filter="data")
+    info = PACKAGES[folder]
+    return target / f"{info['import']}-{info['version']}"
+
+
+def _released_suites(
+    session: nox.Session, folders: list[str], name: str, *, core_from_pypi: bool = False
+) -> None:
+    """Install ``folders``' wheels with ``[test]`` (not editable) and run each suite from its sdist.
+
+    This is what a release job does, so a test that reads a file the sdist lacks fails here first.
+    With ``core_from_pypi`` shared-core comes from the index (a real release: shared-core released
+    first); otherwise from its wheel built here.
+    """
+    _install(session, "build", "hatchling")
+    outdir = Path(tempfile.mkdtemp(prefix="am-release-"))
+    try:
+        with_core = folders if core_from_pypi or CORE in folders else [CORE, *folders]
+        _build(session, with_core, outdir)
+        wheels = [f"{_artifact(outdir, f, 'wheel')}[test]" for f in folders]
+        if CORE not in folders and not core_from_pypi:
+            wheels.append(str(_artifact(outdir, CORE, "wheel")))
+        # Same versions as last time are still reinstalled: the wheel's contents may have changed.
+        reinstall = [a for f in with_core for a in ("--reinstall-package", PACKAGES[f]["dist"])]
+        _install(session, *reinstall, *wheels)
+        _assert_cpu_torch(session)
+        suites = [str(_unpack_sdist(outdir, f) / "tests") for f in folders]
+        for suite, folder in zip(suites, folders, strict=True):
+            if not Path(suite).is_dir():
+                session.error(f"{folder}: its sdist has no tests/ folder")
+        with session.chdir(outdir):
+            _pytest(
+                session, name, *suites, f"--rootdir={outdir}", "-q",
+                "-m", "not slow and not gpu and not triton", posargs=False,
+            )  # fmt: skip
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
 @nox.session(tags=["ci"])
 def fast(session: nox.Session) -> None:
-    """Every package editable in one venv, one pytest process (slow/gpu/triton tests excluded)."""
-    _install(session, *_editable([CORE, *METHODS]))
-    _assert_cpu_torch(session)
-    tests = [f"packages/{folder}/tests" for folder in PACKAGES]
-    _pytest(
-        session, "fast", *tests, "shared/scripts", "-m", "not slow and not gpu and not triton", "-q"
-    )
+    """Every package as its release job tests it, in one venv and one pytest process.
+
+    Wheels with ``[test]`` installed (not editable), each suite run from the package's unpacked sdist
+    (slow/gpu/triton tests excluded); then the repo scripts' own tests.
+    """
+    _released_suites(session, list(PACKAGES), "fast")
+    _pytest(session, "scripts", "shared/scripts", "-q", posargs=False)
+
+
+@nox.session
+def release(session: nox.Session) -> None:
+    """One package's release job, run here: ``nox -s release -- <folder> [--core-from-pypi]``.
+
+    Without a folder, every package. ``--core-from-pypi`` takes shared-core from the index, as a real
+    release does (release shared-core first).
+    """
+    folders = [a for a in session.posargs if not a.startswith("--")] or list(PACKAGES)
+    unknown = sorted(set(folders) - set(PACKAGES))
+    if unknown:
+        session.error(f"no such package folder: {unknown}; choose from {sorted(PACKAGES)}")
+    name = "release-" + ("all" if len(folders) > 1 else folders[0])
+    _released_suites(session, folders, name, core_from_pypi="--core-from-pypi" in session.posargs)
 
 
 @nox.session
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
-    """One package with shared-core only, in its own venv (what per-package CI runs)."""
-    folders = [package] if package == CORE else [CORE, package]
-    _install(session, *_editable(folders))
+    """One package with plain shared-core beside it, in its own venv (what per-package CI runs).
+
+    shared-core gets no extras: an undeclared dependency of the package fails here.
+    """
+    if package == CORE:
+        _install(session, *_editable([CORE]))
+    else:
+        _install(session, "-e", f"packages/{CORE}", *_editable([package]))
     _assert_cpu_torch(session)
     _pytest(session, f"tests-{package}", f"packages/{package}/tests", "-m", "not slow and not gpu")
 
@@ -170,9 +278,79 @@ def _readme_table() -> dict[str, tuple[str, str]]:
     return table
 
 
+def _requirement_names(requirements: list[str]) -> set[str]:
+    from packaging.requirements import Requirement
+
+    return {Requirement(r).name.lower().replace("_", "-") for r in requirements}
+
+
+def _extras_problems() -> list[str]:
+    """The extras vocabulary: ``reproduce`` and ``test`` in every method package, none empty, no
+    other role names; a feature extra is named for a library it brings (``cars-sampling[llguidance]``).
+    """
+    problems = []
+    for folder in METHODS:
+        extras = PACKAGES[folder]["extras"]
+        for name in EXTRAS_REQUIRED:
+            if name not in extras:
+                problems.append(f"{folder}: needs a `{name}` extra (CONTRIBUTING.md, extras)")
+        for name, requirements in extras.items():
+            if not requirements:
+                problems.append(f"{folder}: extra `{name}` is empty; delete it")
+            elif name not in EXTRAS_VOCABULARY and IMPORT_NAMES.get(
+                name, name
+            ) not in _requirement_names(requirements):
+                problems.append(
+                    f"{folder}: extra `{name}` is neither one of {EXTRAS_VOCABULARY} nor named for "
+                    f"a library it brings ({', '.join(requirements)})"
+                )
+        test = _requirement_names(extras.get("test", []))
+        if "reproduce" in extras and PACKAGES[folder]["dist"] not in test:
+            problems.append(
+                f"{folder}: `test` should include `{PACKAGES[folder]['dist']}[reproduce]`"
+            )
+    return problems
+
+
+def _readme_link_problems() -> list[str]:
+    """A README is rendered on PyPI, where a relative link or image (``docs/x.png``) breaks."""
+    import re
+
+    link = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
+    problems = []
+    for folder in PACKAGES:
+        readme = ROOT / "packages" / folder / "README.md"
+        for number, line in enumerate(readme.read_text().splitlines(), 1):
+            problems += [
+                f"{folder}/README.md:{number}: relative link {target!r} breaks on PyPI; use an "
+                "absolute github.com or raw.githubusercontent.com URL"
+                for target in link.findall(line)
+            ]
+    return problems
+
+
+def _transformers_problems() -> list[str]:
+    """One transformers floor everywhere: shared-core's models are verified on transformers 5."""
+    from packaging.requirements import Requirement
+
+    problems = []
+    for folder, info in PACKAGES.items():
+        lines = list(info["dependencies"])
+        for requirements in info["extras"].values():
+            lines += requirements
+        for line in lines:
+            req = Requirement(line)
+            if req.name == "transformers" and str(req.specifier) != TRANSFORMERS_FLOOR:
+                problems.append(
+                    f"{folder}: transformers{req.specifier} should be transformers{TRANSFORMERS_FLOOR}"
+                )
+    return problems
+
+
 @nox.session(tags=["ci"], venv_backend="none")
 def pins(session: nox.Session) -> None:
-    """Every package's shared-core range admits the in-repo version; the README table is true."""
+    """shared-core ranges admit the in-repo version; extras vocabulary; one transformers floor; the
+    README table is true."""
     from packaging.requirements import Requirement  # nox depends on packaging
 
     core_version = PACKAGES[CORE]["version"]
@@ -191,8 +369,17 @@ def pins(session: nox.Session) -> None:
             )
         if core_version not in spec:
             problems.append(f"{folder}: {CORE}{spec} excludes the in-repo version {core_version}")
+        for extra, requirements in info["extras"].items():
+            for line in requirements:
+                other = Requirement(line)
+                if other.name == CORE and other.specifier != spec:
+                    problems.append(
+                        f"{folder}: extra `{extra}` asks {CORE}{other.specifier}, the dependency "
+                        f"{CORE}{spec}: one range per package"
+                    )
         if not (ROOT / "packages" / folder / "src" / info["import"]).is_dir():
             problems.append(f"{folder}: the import package src/{info['import']} is missing")
+    problems += _extras_problems() + _transformers_problems() + _readme_link_problems()
     table = _readme_table()
     for folder, info in PACKAGES.items():
         if table.get(folder) != (info["dist"], info["import"]):
@@ -211,58 +398,252 @@ def pins(session: nox.Session) -> None:
     )
 
 
+def _wheel_problems(wheel: Path, folder: str) -> list[str]:
+    """What PyPI and users expect inside a wheel: LICENSE, py.typed, URLs, classifiers, a license."""
+    import zipfile
+
+    info = PACKAGES[folder]
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(
+            next(n for n in names if n.endswith(".dist-info/METADATA"))
+        ).decode()
+    fields = [line.partition(": ")[0] for line in metadata.splitlines() if ": " in line]
+    problems = []
+    if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
+        problems.append("no LICENSE in .dist-info/licenses")
+    if f"{info['import']}/py.typed" not in names:
+        problems.append(f"no {info['import']}/py.typed")
+    for field, need in [("Project-URL", 3), ("Classifier", 3), ("License-Expression", 1)]:
+        if fields.count(field) < need:
+            problems.append(f"METADATA has {fields.count(field)} {field} lines, needs {need}+")
+    return [f"{folder} wheel: {p}" for p in problems]
+
+
+class _UserInstall:
+    """One venv outside the repo, as a user who runs ``pip install <wheel>`` gets it.
+
+    Used from worker threads, so it runs subprocesses itself and returns log lines; a failed step
+    raises ``RuntimeError`` with the command's output.
+    """
+
+    def __init__(self, root: Path, folder: str) -> None:
+        self.folder = folder
+        self.info = PACKAGES[folder]
+        self.venv = root / f"venv-{folder}"
+        self.python = str(self.venv / "bin" / "python")
+        self.uv = _uv()
+        self.env = {**os.environ, **_install_env()}
+        self.log: list[str] = []
+        self._run(self.uv, "venv", "-q", "-p", sys.executable, str(self.venv))
+
+    def _run(self, *cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=self.env, cwd=cwd, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.folder}: `{' '.join(cmd)}` exited {done.returncode}:\n"
+                               f"{(done.stdout + done.stderr)[-3000:]}")  # fmt: skip
+        return done
+
+    def install(self, *requirements: str) -> None:
+        self._run(self.uv, "pip", "install", "-q", "-p", self.python, "-c", str(CONSTRAINTS),
+                  *requirements)  # fmt: skip
+
+    def imports(self) -> None:
+        done = self._run(self.python, "-I", "-c",
+                         f"import {self.info['import']} as m; print(m.__name__, m.__version__)")  # fmt: skip
+        self.log.append(f"{self.folder}: imports ({done.stdout.strip()})")
+
+    def torch_free(self, limit_mb: float) -> None:
+        listed = self._run(self.uv, "pip", "list", "-p", self.python, "--format", "json")
+        names = {row["name"].lower() for row in json.loads(listed.stdout)}
+        size = sum(
+            f.stat().st_size for f in self.venv.rglob("*") if f.is_file() and not f.is_symlink()
+        )
+        size /= 2**20
+        if "torch" in names or size > limit_mb:
+            raise RuntimeError(
+                f"{self.folder}: a bare install must bring no torch and stay under {limit_mb} MB; "
+                f"torch {'present' if 'torch' in names else 'absent'}, venv {size:.0f} MB"
+            )
+        self.log.append(f"{self.folder}: bare install has no torch, venv {size:.0f} MB")
+
+    def smoke(self, *, bare: bool) -> None:
+        """``python -m <import>.reproduce --smoke`` from outside the repo.
+
+        A bare install must exit 0 and write report.md, or exit non-zero printing exactly the line
+        ``pip install '<dist>[reproduce]'``; with ``[reproduce]`` it must exit 0 and write report.md.
+        """
+        out = Path(tempfile.mkdtemp(prefix=f"am-smoke-{self.folder}-"))
+        try:
+            cmd = [
+                self.python,
+                "-I",
+                "-m",
+                f"{self.info['import']}.reproduce",
+                "--smoke",
+                "--out",
+                str(out),
+            ]
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, cwd=out, env=self.env, check=False
+            )
+            hint = f"pip install '{self.info['dist']}[reproduce]'"
+            wrote = (out / "report.md").is_file()
+            kind = "bare" if bare else "[reproduce]"
+            if done.returncode == 0 and wrote:
+                self.log.append(f"{self.folder}: reproduce --smoke ran ({kind})")
+            elif bare and done.returncode != 0 and done.stderr.strip() == hint:
+                self.log.append(f"{self.folder}: bare reproduce says `{hint}`")
+            else:
+                raise RuntimeError(
+                    f"{self.folder}: reproduce --smoke ({kind}) exited {done.returncode}, report.md "
+                    f"{'written' if wrote else 'missing'}; stderr ends:\n{done.stderr[-3000:]}"
+                )
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.venv, ignore_errors=True)
+
+
+def _in_parallel(session: nox.Session, jobs: dict[str, Callable[[], list[str]]]) -> None:
+    """Run ``jobs`` on every core; log what each says, then fail listing every job that failed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+    problems = []
+    for future in futures.values():
+        try:
+            for line in future.result():
+                session.log(line)
+        except RuntimeError as error:
+            problems.append(str(error))
+    if problems:
+        session.error("\n\n".join(problems))
+
+
 @nox.session(tags=["ci"])
 def wheels(session: nox.Session) -> None:
-    """Build every wheel; install each alone (with shared-core's wheel) in a clean venv and import it.
+    """Every wheel as a user meets it: installed alone (with shared-core's wheel) outside the repo.
 
-    This is the release path: proof that ``pip install <dist>`` works outside the repo.
+    Per package: the wheel's contents and METADATA; ``import``; ``reproduce --smoke`` on the bare
+    install (runs, or names the extra in one line); no torch and a small venv for the torch-free
+    packages; then ``[reproduce]`` installed and ``--smoke`` again. Packages run in parallel.
     """
     _install(session, "build", "hatchling")
     dist = Path(tempfile.mkdtemp(prefix="am-wheels-"))
     try:
-        for folder in PACKAGES:
-            session.run(
-                "python",
-                "-m",
-                "build",
-                "--wheel",
-                "--no-isolation",
-                "--outdir",
-                str(dist),
-                f"packages/{folder}",
-                silent=True,
-            )
-        core_wheel = next(dist.glob("shared_core-*.whl"))
-        # nox's own environment carries uv; fall back to whatever PATH finds.
-        uv = shutil.which("uv", path=os.environ.get("PATH", "")) or "uv"
-        for folder, info in PACKAGES.items():
-            wheel = next(dist.glob(f"{info['import']}-{info['version']}-*.whl"))
-            venv = dist / f"venv-{folder}"
-            session.run(uv, "venv", "-q", "-p", sys.executable, str(venv), external=True)
-            python = str(venv / "bin" / "python")
-            wheels_ = [str(core_wheel)] if folder == CORE else [str(core_wheel), str(wheel)]
-            session.run(
-                uv,
-                "pip",
-                "install",
-                "-q",
-                "-p",
-                python,
-                "-c",
-                str(CONSTRAINTS),
-                *wheels_,
-                external=True,
-                env=_install_env(),
-            )
-            session.run(
-                python,
-                "-I",
-                "-c",
-                f"import {info['import']} as m; print(m.__name__, m.__version__)",
-                external=True,
-            )
+        _build(session, list(PACKAGES), dist, sdist=False)
+        core = str(_artifact(dist, CORE, "wheel"))
+        problems = [p for f in PACKAGES for p in _wheel_problems(_artifact(dist, f, "wheel"), f)]
+        if problems:
+            session.error("\n".join(problems))
+
+        def check(folder: str) -> list[str]:
+            user = _UserInstall(dist, folder)
+            wheel = str(_artifact(dist, folder, "wheel"))
+            user.install(core, *([] if folder == CORE else [wheel]))
+            user.imports()
+            if folder in TORCH_FREE:
+                user.torch_free(TORCH_FREE[folder])
+            if folder != CORE:
+                user.smoke(bare=True)
+                user.install(core, f"{wheel}[reproduce]")
+                user.smoke(bare=False)
+            user.remove()
+            return user.log
+
+        _in_parallel(session, {f: lambda f=f: check(f) for f in PACKAGES})
     finally:
         shutil.rmtree(dist, ignore_errors=True)
+
+
+def _floor(folder: str) -> str:
+    from packaging.requirements import Requirement
+
+    core = next(Requirement(d) for d in PACKAGES[folder]["dependencies"] if d.startswith(CORE))
+    return next(s.version for s in core.specifier if s.operator == ">=")
+
+
+def _core_wheel_at(session: nox.Session, version: str, outdir: Path) -> str:
+    """shared-core at an older ``version``: built from its release tag, else taken from PyPI."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    for tag in (f"{CORE}-v{version}", f"{CORE}-v{version}.0"):
+        archive = outdir / f"{tag}.tar"
+        got = subprocess.run(
+            ["git", "archive", "-o", str(archive), tag, f"packages/{CORE}"],
+            cwd=ROOT, check=False, capture_output=True,
+        )  # fmt: skip
+        if got.returncode == 0:
+            shutil.unpack_archive(archive, outdir / tag)
+            session.run(
+                "python", "-m", "build", "--wheel", "--no-isolation", "--outdir", str(outdir / "w"),
+                str(outdir / tag / "packages" / CORE), silent=True,
+            )  # fmt: skip
+            return str(next((outdir / "w").glob("shared_core-*.whl")))
+    return f"{CORE}=={version}"  # released, not tagged here: the index has it
+
+
+@nox.session(tags=["ci"])
+def floors(session: nox.Session) -> None:
+    """Each method wheel against ``shared-core==<its floor>``, imported and ``--smoke`` run.
+
+    Release shared-core first: a method's floor must name a shared-core that exists.
+    """
+    # A floor that is the in-repo version is exactly what `wheels` installs: not run twice.
+    from packaging.version import Version
+
+    here = PACKAGES[CORE]["version"]
+    below = [f for f in METHODS if Version(_floor(f)) != Version(here)]
+    if not below:
+        session.skip(f"every floor is the in-repo shared-core {here}, which `wheels` tests")
+    _install(session, "build", "hatchling")
+    dist = Path(tempfile.mkdtemp(prefix="am-floors-"))
+    try:
+        _build(session, below, dist, sdist=False)
+        cores = {floor: _core_wheel_at(session, floor, dist / f"core-{floor}")
+                 for floor in sorted({_floor(f) for f in below})}  # fmt: skip
+
+        def check(folder: str) -> list[str]:
+            user = _UserInstall(dist, folder)
+            user.install(cores[_floor(folder)], f"{_artifact(dist, folder, 'wheel')}[reproduce]")
+            user.smoke(bare=False)
+            user.remove()
+            return [*user.log, f"{folder}: runs on shared-core {_floor(folder)} (its floor)"]
+
+        _in_parallel(session, {f: lambda f=f: check(f) for f in below})
+    finally:
+        shutil.rmtree(dist, ignore_errors=True)
+
+
+@nox.session(python="3.10")
+def lowest(session: nox.Session) -> None:
+    """Python 3.10 with the lowest versions every range allows (``uv --resolution lowest-direct``).
+
+    torch's floor needs its CPU build for Python 3.10 (``shared/constraints/lowest.txt``); where the
+    registry has none (this repo's offline machines) the session says so and skips.
+    """
+    env = _install_env()
+    uv = _uv()
+    python = str(Path(session.virtualenv.location) / "bin" / "python")
+    probe = subprocess.run(
+        [uv, "pip", "install", "--dry-run", "-p", python, "-c", str(LOWEST), "torch"],
+        capture_output=True, text=True, env={**os.environ, **env}, check=False,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        why = f"no torch build for Python 3.10 matching {LOWEST.name} in this registry"
+        if os.environ.get("LOWEST_REQUIRED"):  # CI: a registry problem must not pass as a skip
+            session.error(why + ":\n" + probe.stderr[-2000:])
+        session.skip(why)
+    session.install(
+        "--resolution", "lowest-direct", "-c", str(LOWEST), *_editable([CORE, *METHODS]), env=env
+    )
+    _assert_cpu_torch(session)
+    tests = [f"packages/{folder}/tests" for folder in PACKAGES]
+    _pytest(session, "lowest", *tests, "-m", "not slow and not gpu and not triton", "-q")
 
 
 @nox.session
@@ -290,7 +671,7 @@ def reproduce(session: nox.Session) -> None:
                 lines.append(
                     f"| [{result['package']}]({folder}/report.md) | {claim['name']} | "
                     f"{claim['ours']:.4g} | {claim['baseline']:.4g} ({claim['baseline_name']}) | "
-                    f"{'yes' if claim['held'] else 'no'} |"
+                    f"{'n/a' if claim.get('na') else ('yes' if claim['held'] else 'no')} |"
                 )
         lines += ["", "## Plots", ""]
         for folder, result in results.items():

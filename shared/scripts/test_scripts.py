@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 HERE = Path(__file__).parent
 
 
@@ -73,7 +78,15 @@ def test_new_package_writes_a_skeleton_that_builds_its_names(tmp_path):
     assert (pkg / "src" / "demo_pkg" / "reproduce.py").exists()
     readme = (pkg / "README.md").read_text()
     assert "## Reproduction" in readme and "## Deviations" in readme
+    assert "## Coming from" in readme and "## What is reconstructed" in readme
+    project = tomllib.loads(pyproject)["project"]
+    assert set(project["optional-dependencies"]) == {"reproduce", "peers", "triton", "test"}
+    assert "demo-pkg[reproduce]" in project["optional-dependencies"]["test"]
+    assert "Typing :: Typed" in project["classifiers"] and "Source" in project["urls"]
+    assert project["license-files"] == ["LICENSE"]
     for path in [
+        "LICENSE",
+        "src/demo_pkg/py.typed",
         "tests/conftest.py",
         "tests/test_reproduce.py",
         "CHANGELOG.md",

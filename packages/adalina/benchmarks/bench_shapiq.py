@@ -15,7 +15,7 @@ growth of the process's peak resident memory during it (``ru_maxrss`` after minu
 before). Adalina runs before and after the peers, and its mean is the numerator of the ratios, so
 drift in the machine's load shows. One shapiq run at n = 1000 takes minutes, which is why this
 does not use ``shared_core.bench.compare``'s interleaved repeats. shapiq is an optional benchmark
-dependency (``pip install adalina[bench]``).
+dependency (``pip install adalina[peers]``).
 """
 
 from __future__ import annotations

@@ -135,6 +135,8 @@ def polar_section(report: Report, args: ReproduceArgs) -> None:
         ]
         failed = [f"{name} @ {t:g}: {a:g} vs {b:g}" for a, b, name, t in pairs if a > b]
         finite = [(a, b) for a, b, _, _ in pairs if math.isfinite(a) and math.isfinite(b)]
+        if not finite:  # nothing converged on either side: the comparison is n/a, never held
+            return False, math.nan, math.nan, failed
         return not failed, sum(a for a, _ in finite), sum(b for _, b in finite), failed
 
     held, ours, base, failed = versus("PRISM5", "NS5", cases)

@@ -19,6 +19,7 @@ from torch import nn
 from prism_matfn.baselines import newton_schulz
 from prism_matfn.optim import PrismMuon, PrismShampoo
 from prism_matfn.optim.muon import muon_scale
+from shared_core.cli import progress
 
 
 class MuonBaseline(PrismMuon):
@@ -39,7 +40,7 @@ def digits(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tor
     spec = importlib.util.find_spec("sklearn")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
-            "the training comparison needs scikit-learn: pip install 'prism-matfn[repro]'"
+            "the training comparison needs scikit-learn: pip install 'prism-matfn[reproduce]'"
         )
     path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
     if path.exists():
@@ -95,7 +96,7 @@ def train(
     x, y, x_test, y_test = data
     g = torch.Generator().manual_seed(seed)
     losses, opt_time = [], 0.0
-    for _ in range(steps):
+    for _ in progress(range(steps), desc=f"training ({type(optimizer).__name__})", leave=False):
         idx = torch.randint(len(x), (batch,), generator=g)
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x[idx]), y[idx])

@@ -108,10 +108,12 @@ def _normalise(name: str) -> str:
 def missing_requirements(dist: str, extra: str) -> list[str]:
     """The distributions ``dist[extra]`` needs that are not installed, following nested extras.
 
+    Raises :class:`importlib.metadata.PackageNotFoundError` if ``dist`` itself is not installed.
     Reads the installed metadata (no ``packaging`` needed on a bare install); versions are not
     checked, only presence. A requirement whose ``sys_platform`` marker names another platform (triton
     on Linux, seen from macOS) is skipped.
     """
+    importlib.metadata.requires(dist)  # PackageNotFoundError if dist itself is not installed
     missing: list[str] = []
     seen: set[tuple[str, str]] = set()
     todo = [(_normalise(dist), extra)]
@@ -168,22 +170,28 @@ def reproduce_main(
     argv: Sequence[str] | None = None,
     *,
     description: str = "",
+    dist: str | None = None,
 ) -> int:
     """Parse the arguments, run ``run(args)``, write its report and print where it went.
 
-    The distribution is the top-level package of ``run``'s module with ``_`` read as ``-`` (the
+    ``dist`` defaults to the top-level package of ``run``'s module with ``_`` read as ``-`` (the
     monorepo's naming rule). If its ``reproduce`` extra is not installed this exits with status 2
     and the one line ``pip install '<dist>[reproduce]'``, before any work; ``--help`` still works.
+    A distribution that is not installed at all (a source tree on ``sys.path``) is not checked.
     ``--fresh`` deletes ``--out``'s checkpoints first.
 
     Claims that do not hold are results, not failures: the exit status is 0 whenever the run finished.
     """
     module = _module_of(run)
     top = module.partition(".")[0]
-    dist = top.replace("_", "-")
+    dist = dist or top.replace("_", "-")
     args = parse_reproduce_args(argv, description=description, prog=f"python -m {module}")
     hint = f"pip install '{dist}[reproduce]'"
-    if missing_requirements(dist, "reproduce"):
+    try:
+        missing = missing_requirements(dist, "reproduce")
+    except importlib.metadata.PackageNotFoundError:
+        missing = []
+    if missing:
         print(hint, file=sys.stderr)
         return 2
     if args.fresh:

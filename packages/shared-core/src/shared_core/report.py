@@ -17,8 +17,8 @@ A claim is *n/a* (``na`` names why, ``held`` is false) when the comparison is de
 infinite, a NaN on either side, or fewer than :data:`MIN_SAMPLES` samples behind it. Such a claim is
 reported "n/a", never "held".
 
-Checkpoints (:meth:`Report.cached`) are keyed on the package's version, a hash of the settings and a
-hash of the package's source files, so a result computed by other code or settings is never reused;
+Checkpoints (:meth:`Report.cached`) are keyed on the package's version, a hash of the settings, a
+hash of the package's source files and shared-core's version and source, so a result computed by other code or settings is never reused;
 the report lists every reused result with the date it was computed.
 """
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import json
 import math
@@ -169,6 +170,26 @@ def source_hash(module_name: str) -> str:
     return digest.hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=1)
+def _core_source() -> str:
+    return source_hash("shared_core")
+
+
+def object_source_hash(objects: Sequence[Any]) -> str:
+    """A hash of the source of each module, class or function in ``objects``."""
+    import inspect
+
+    if not objects:
+        raise ValueError("code= names no module, class or function to key the checkpoint on")
+    digest = hashlib.sha256()
+    for obj in objects:
+        try:
+            digest.update(inspect.getsource(obj).encode())
+        except (TypeError, OSError) as error:
+            raise ValueError(f"code=: cannot read the source of {obj!r} ({error})") from error
+    return digest.hexdigest()[:16]
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -276,7 +297,9 @@ class Report:
         return line + (f" ({counts['n/a']} n/a)" if counts["n/a"] else "")
 
     # -- resume --------------------------------------------------------------------------------
-    def cached(self, key: str, compute: Callable[..., Any]) -> Any:
+    def cached(
+        self, key: str, compute: Callable[..., Any], *, code: Sequence[Any] | None = None
+    ) -> Any:
         """``compute()``, or its stored JSON result from an earlier run with the same settings.
 
         ``compute`` is called with no arguments; ``Callable[...]`` admits the loop idiom
@@ -285,14 +308,27 @@ class Report:
         The result goes through JSON, so return what JSON keeps (dicts, lists, numbers, strings):
         a tuple comes back as a list, on the first run too.
 
-        The key holds the package version, the settings and a hash of the source of ``compute``'s
-        package; a checkpoint whose stored result no longer matches its digest (edited by hand) is
-        recomputed. Each reuse is recorded in :attr:`reused` with the date it was computed.
+        The key holds the package version, the settings and a hash of the source of the report's
+        package, so any edit of the package recomputes the step. ``code`` narrows that: the modules,
+        classes or functions whose source produced the result (say, the experiment module but not
+        the claims in ``reproduce.py``); you then vouch that nothing else changes the result. A
+        checkpoint whose stored result no longer matches its digest (edited by hand) is recomputed.
+        Each reuse is recorded in :attr:`reused` with the date it was computed.
         """
-        # The report's package, not compute.__module__: under `python -m` that reads "__main__".
-        if self._code is None:
-            self._code = source_hash(self.package.replace("-", "_"))
-        identity = {"version": self.version, "code": self._code, "settings": self.settings}
+        if code is not None:
+            source = object_source_hash(code)
+        else:
+            # The report's package, not compute.__module__: under `python -m` that reads "__main__".
+            if self._code is None:
+                self._code = source_hash(self.package.replace("-", "_"))
+            source = self._code
+        # shared-core's own version and source too: the tiny models and loaders live here.
+        identity = {
+            "version": self.version,
+            "code": source,
+            "core": [package_version("shared-core"), _core_source()],
+            "settings": self.settings,
+        }
         digest = hashlib.sha256(
             json.dumps([key, identity], sort_keys=True, default=_json_default).encode()
         ).hexdigest()[:16]
@@ -367,7 +403,8 @@ class Report:
             if notes:
                 lines.append("")
                 lines += [
-                    f"- **{c.name}**: " + "; ".join(filter(None, [f"n/a: {c.na}" if c.na else "", c.note]))
+                    f"- **{c.name}**: "
+                    + "; ".join(filter(None, [f"n/a: {c.na}" if c.na else "", c.note]))
                     for c in notes
                 ]
         else:

@@ -281,7 +281,9 @@ def _optimise(
     model.train()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # nothing should draw from it (no dropout), but pin it anyway
-        bar = progress(range(steps), desc=f"training tiny LM ({objective})", unit="step", leave=False)
+        bar = progress(
+            range(steps), desc=f"training tiny LM ({objective})", unit="step", leave=False
+        )
         for _ in bar:
             ids = next(batches).to(device)
             if objective == "causal":
