@@ -10,7 +10,6 @@ from helpers import assert_close
 from wasserstein_meta.potentials import LpNorm, Quadratic, WassersteinBregman
 from wasserstein_meta.simulate import TABLEAUX
 
-torch.set_default_dtype(torch.float64)
 PLANT = wm.systems.PFAR()
 REFS = wm.trajectories.random_splines(2, T=2.0, knot_scale=0.7, seed=3)
 

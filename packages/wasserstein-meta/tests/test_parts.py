@@ -10,8 +10,6 @@ from helpers import assert_close
 from wasserstein_meta.spd import PDGains, SPDParameter, spd_from_params, tril_size
 from wasserstein_meta.trajectories import spline
 
-torch.set_default_dtype(torch.float64)
-
 
 def test_cholesky_parameters_give_spd_with_expected_eigenvalues():
     d = torch.tensor([0.1, -0.4, 0.7])
@@ -119,6 +117,7 @@ def _force_error(ens, plant, data):
         return float((ens.force(idx, q, dq) - truth).pow(2).sum(-1).mean())
 
 
+@pytest.mark.slow
 def test_fit_ensemble_improves_on_its_initialisation():
     plant = wm.systems.PFAR()
     data = wm.data.generate(plant, wm.tasks.BetaWind(), n_traj=2, T=1.0, dt=0.05, seed=0)

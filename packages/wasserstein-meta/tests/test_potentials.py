@@ -5,16 +5,14 @@ import torch
 from helpers import assert_close
 from wasserstein_meta.potentials import LpNorm, Quadratic, WassersteinBregman, bregman_divergence
 
-torch.set_default_dtype(torch.float64)
 
-
-def _wb(K=5, n=6, mode="dual", Q=None, seed=0, eps=0.7, lam=0.3):
+def _wb(K=5, n=6, mode="dual", Q=None, seed=0, eps=0.7, lam=0.3, centre=False):
     gen = torch.Generator().manual_seed(seed)
     atoms = torch.randn(K, n, generator=gen)
     if Q is None:
         M = torch.randn(n, n, generator=gen)
         Q = M @ M.T / n + 0.5 * torch.eye(n)
-    return WassersteinBregman(atoms, eps=eps, lam=lam, Q=Q, mode=mode)
+    return WassersteinBregman(atoms, eps=eps, lam=lam, Q=Q, mode=mode, centre=centre)
 
 
 def _reference_psi(pot, a):
@@ -32,9 +30,9 @@ def test_value_equals_entropic_c_transform_form():
     assert_close(pot.value(a), _reference_psi(pot, a), atol=1e-12)
 
 
-@pytest.mark.parametrize("full_Q", [True, False])
-def test_grad_and_hessian_match_autograd(full_Q):
-    pot = _wb(Q=None if full_Q else 0.8)
+@pytest.mark.parametrize("full_Q, centre", [(True, False), (False, False), (True, True)])
+def test_grad_and_hessian_match_autograd(full_Q, centre):
+    pot = _wb(Q=None if full_Q else 0.8, centre=centre)
     a = torch.randn(4, 6, requires_grad=True)
     g = torch.autograd.grad(pot.value(a).sum(), a)[0]
     assert_close(pot.grad(a), g, atol=1e-12)
@@ -43,6 +41,38 @@ def test_grad_and_hessian_match_autograd(full_Q):
             lambda x: pot.value(x.unsqueeze(0)).sum(), a[b].detach()
         )
         assert_close(pot.hessian(a[b : b + 1].detach())[0], H, atol=1e-12)
+
+
+def test_centred_potential_is_the_uncentred_one_translated_to_the_barycentre():
+    plain, centred = _wb(centre=False), _wb(centre=True)
+    bar = plain.barycentre()
+    a = torch.randn(5, 6)
+    # ψ_c(a) = ψ(a + ā) − λāᵀa + const: same Hessian, gradient shifted by λā.
+    assert_close(centred.grad(a), plain.grad(a + bar) - plain.lam * bar, atol=1e-12)
+    assert_close(centred.hessian(a), plain.hessian(a + bar), atol=1e-12)
+    assert_close(centred.attention(a), plain.attention(a + bar), atol=1e-12)
+    assert_close(centred.centre_point(), torch.zeros(1, 6), atol=0)
+    assert_close(plain.centre_point(), bar.unsqueeze(0), atol=0)
+
+
+def test_auto_eps_is_a_small_fraction_of_the_pairwise_cost_however_far_the_atoms_sit():
+    gen = torch.Generator().manual_seed(0)
+    spread = torch.randn(4, 6, generator=gen)
+    for offset in (0.0, 700.0):
+        pot = WassersteinBregman(spread + offset, Q=1.0)
+        diff = spread.unsqueeze(0) - spread.unsqueeze(1)
+        cost = 0.5 * (diff**2).sum(-1)
+        median = cost[torch.triu_indices(4, 4, 1).unbind()].median()
+        assert_close(pot.eps, 0.05 * median, atol=1e-12)
+        # The attention is soft between the tasks (not one atom, not uniform) where flights start.
+        H = pot.hessian(pot.centre_point())[0]
+        eig = torch.linalg.eigvalsh(H)
+        assert eig[-1] / eig[0] > 1.5
+
+
+def test_integer_atoms_are_refused():
+    with pytest.raises(ValueError, match="floating-point"):
+        WassersteinBregman(torch.ones(3, 4, dtype=torch.int64))
 
 
 def test_attention_sums_to_one_and_hessian_floor_is_lambda():
@@ -84,21 +114,23 @@ def test_large_eps_is_euclidean():
 
 def test_small_eps_is_hard_assignment_to_nearest_atom():
     atoms = torch.tensor([[0.0, 0.0], [4.0, 0.0]])
-    pot = WassersteinBregman(atoms, eps=1e-3, lam=1.0, Q=1.0)
+    pot = WassersteinBregman(atoms, eps=1e-3, lam=1.0, Q=1.0, centre=False)
     pi = pot.attention(torch.tensor([[0.5, 0.3], [3.5, -1.0]]))
     assert_close(pi, torch.tensor([[1.0, 0.0], [0.0, 1.0]]), atol=1e-12)
 
 
 @pytest.mark.parametrize(
-    "pot",
+    "make",  # built inside the test, under the float64 fixture
     [
-        Quadratic(torch.tensor([[2.0, 0.3, 0], [0.3, 1, 0], [0, 0, 0.5]])),
-        LpNorm(1.6),
-        LpNorm(3.0),
-        _wb(n=6),
+        lambda: Quadratic(torch.tensor([[2.0, 0.3, 0], [0.3, 1, 0], [0, 0, 0.5]])),
+        lambda: LpNorm(1.6),
+        lambda: LpNorm(3.0),
+        lambda: _wb(n=6),
+        lambda: _wb(n=6, centre=True),
     ],
 )
-def test_bregman_divergence_nonnegative_and_zero_on_diagonal(pot):
+def test_bregman_divergence_nonnegative_and_zero_on_diagonal(make):
+    pot = make()
     a, b = torch.randn(50, 6), torch.randn(50, 6)
     assert (bregman_divergence(pot, a, b) >= -1e-12).all()
     assert_close(bregman_divergence(pot, a, a), torch.zeros(50), atol=1e-12)
@@ -155,7 +187,8 @@ def test_attention_equals_sinkhorn_plan_rows():
         numItermax=10000,
     )
     plan = torch.as_tensor(plan)
-    pot = WassersteinBregman(atoms, eps=0.5, Q=torch.eye(4), weights=torch.as_tensor(log["v"]))
+    v = torch.as_tensor(log["v"])
+    pot = WassersteinBregman(atoms, eps=0.5, Q=torch.eye(4), weights=v, centre=False)
     assert_close(pot.attention(sources), plan / plan.sum(-1, keepdim=True), atol=1e-10)
 
 

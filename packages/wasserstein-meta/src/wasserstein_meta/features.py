@@ -29,10 +29,12 @@ class MLPFeatures(nn.Module):
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         dims = [in_dim, *hidden]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
+        # Drawn in float64 whatever the default dtype: one seed gives the same features everywhere
+        # (a loky worker starts with float32 as default, a float64 session must agree with it).
         with torch.no_grad():
             for layer in self.layers:
-                layer.weight.copy_(torch.randn(layer.weight.shape, generator=gen) * init_std)
-                layer.bias.copy_(torch.randn(layer.bias.shape, generator=gen) * init_std)
+                for p in (layer.weight, layer.bias):
+                    p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * init_std)
         self.out_dim = dims[-1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

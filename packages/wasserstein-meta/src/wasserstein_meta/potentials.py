@@ -197,12 +197,22 @@ class WassersteinBregman(BregmanPotential):
     them every meta-step to the least-squares parameters of each training task under the current
     features (call :meth:`set_atoms` yourself otherwise). ``Q`` is a positive scalar (a learnable
     diagonal Q initialised at ``Q·I``) or an SPD ``(n, n)`` matrix (a learnable full Cholesky factor).
-    ``eps`` and ``lam`` are learnable in log space unless ``learn_geometry=False``;
-    ``eps="auto"`` starts ε, when the atoms are first set, at the larger of their spread
-    ``mean_k ½‖a_k − ā‖²_Q`` and the range of ``½‖a_k‖²_Q`` (the logits at ζ = 0), so that the
-    attention starts soft: ε = 1 against atoms of norm ~10 is a hard assignment whose gradient in ε
-    underflows to zero.
+    ``eps`` and ``lam`` are learnable in log space unless ``learn_geometry=False`` (``learn_lam``
+    alone switches λ off: λ scales the adaptation gain, a Euclidean law has no such scalar).
+    ``eps="auto"`` starts ε, when the atoms are first set, at ``AUTO_EPS_SCALE`` (0.05) times the
+    median pairwise ground cost ``½‖a_i − a_j‖²_Q`` of the atoms: the entropic plan between the tasks
+    is then close to the exact one, not to the independent coupling (ε of the order of the costs
+    makes the potential quadratic, the Euclidean law again).
+
+    ``centre=True`` (dual mode only) measures the dual state from the atoms' barycentre
+    ``ā = Σ ν_k a_k``: the logits use ``a_k − ā`` and ψ gains the linear term ``aᵀQā``, so
+    ``∇ψ(a) = λa + Σ_k π_k Qa_k`` keeps its form while ζ = 0 (where every flight starts) sits
+    between the tasks, not at the origin of the parameter space, which can lie far from all of
+    them (one atom would then win the attention outright). The Hessian is that of the uncentred
+    potential at ``a + ā``.
     """
+
+    AUTO_EPS_SCALE = 0.05
 
     def __init__(
         self,
@@ -214,6 +224,8 @@ class WassersteinBregman(BregmanPotential):
         weights: torch.Tensor | None = None,
         learnable_atoms: bool = False,
         learn_geometry: bool = True,
+        learn_lam: bool | None = None,
+        centre: bool = True,
     ):
         super().__init__()
         self._eps_auto = eps == "auto"
@@ -224,10 +236,12 @@ class WassersteinBregman(BregmanPotential):
         if mode not in ("primal", "dual"):
             raise ValueError(f"mode must be 'primal' or 'dual', got {mode!r}")
         self.mode = mode
+        self.centre = bool(centre) and mode == "dual"
         self.learnable_atoms = learnable_atoms
         self.learn_geometry = learn_geometry
         self.log_eps = nn.Parameter(torch.tensor(math.log(eps)), requires_grad=learn_geometry)
-        self.log_lam = nn.Parameter(torch.tensor(math.log(lam)), requires_grad=learn_geometry)
+        learn_lam = learn_geometry if learn_lam is None else learn_lam
+        self.log_lam = nn.Parameter(torch.tensor(math.log(lam)), requires_grad=learn_lam)
         self._Q_init = Q
         self._weights = weights
         self.n: int | None = None
@@ -286,15 +300,9 @@ class WassersteinBregman(BregmanPotential):
             self._eps_auto = False
             self._atoms = atoms.detach()
             with torch.no_grad():
-                a = atoms.detach()
-                centred = a - a.mean(0)
-                half_norms = 0.5 * (a @ self.Q * a).sum(-1)
-                spread = max(
-                    0.5 * float((centred @ self.Q * centred).sum(-1).mean()),
-                    float(half_norms.max() - half_norms.min()),
-                )
-                if spread > 0 and math.isfinite(spread):
-                    self.log_eps.fill_(math.log(spread))
+                eps = self.AUTO_EPS_SCALE * median_pairwise_cost(atoms.detach(), self.Q)
+                if eps > 0 and math.isfinite(eps):
+                    self.log_eps.fill_(math.log(eps))
         if self.learnable_atoms:
             if not isinstance(getattr(self, "_atoms", None), nn.Parameter):
                 self._atoms = nn.Parameter(atoms.detach().clone())
@@ -338,29 +346,44 @@ class WassersteinBregman(BregmanPotential):
         finally:
             self._cache = None
 
-    def _keys(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``Qa_k`` (K, n) and the logit offsets ``−½‖a_k‖²_Q/ε + log ν_k`` (K,)."""
+    def barycentre(self) -> torch.Tensor:
+        """``ā = Σ_k ν_k a_k``, ``(n,)``."""
+        return self.log_weights().exp() @ self.atoms
+
+    def centre_point(self) -> torch.Tensor:
+        """Where the attention is centred between the tasks: 0 when centred, else ``ā``. ``(1, n)``."""
+        bar = self.barycentre().unsqueeze(0)
+        return torch.zeros_like(bar) if self.centre else bar
+
+    def _keys(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``Qa_k`` (K, n), the logit offsets ``−½‖c_k‖²_Q/ε + log ν_k`` (K,) and ``Qā`` (n,) if
+        centred (else 0), with ``c_k = a_k − ā`` if centred (else ``a_k``); logits ``aᵀQc_k/ε``."""
         if getattr(self, "_cache", None) is not None:
             return self._cache  # type: ignore[return-value]
         atoms = self.atoms
         keys = atoms * torch.exp(self.Q_log_diag) if self.Q_chol is None else atoms @ self.Q
-        offset = -0.5 * (keys * atoms).sum(-1) / self.eps + self.log_weights()
-        return keys, offset
+        log_w = self.log_weights()
+        shift = log_w.exp() @ keys if self.centre else keys.new_zeros(keys.shape[-1])
+        bar = log_w.exp() @ atoms if self.centre else atoms.new_zeros(atoms.shape[-1])
+        offset = -0.5 * ((keys - shift) * (atoms - bar)).sum(-1) / self.eps + log_w
+        return keys, offset, shift
+
+    def _logits(self, a: torch.Tensor) -> torch.Tensor:
+        keys, offset, shift = self._keys()
+        return (a @ keys.T - (a @ shift).unsqueeze(-1)) / self.eps + offset
 
     def attention(self, a: torch.Tensor) -> torch.Tensor:
         """``π(a)``, ``(B, K)``: rows sum to one."""
-        keys, offset = self._keys()
-        return torch.softmax(a @ keys.T / self.eps + offset, dim=-1)
+        return torch.softmax(self._logits(a), dim=-1)
 
     def _attention_keys(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        keys, offset = self._keys()
-        return torch.softmax(a @ keys.T / self.eps + offset, dim=-1), keys
+        return torch.softmax(self._logits(a), dim=-1), self._keys()[0]
 
     # -- closed forms ---------------------------------------------------------------------------
     def value(self, a: torch.Tensor) -> torch.Tensor:
-        keys, offset = self._keys()
-        lse = torch.logsumexp(a @ keys.T / self.eps + offset, dim=-1)
-        return 0.5 * self.lam * (a * a).sum(-1) + self.eps * lse
+        lse = torch.logsumexp(self._logits(a), dim=-1)
+        linear = a @ self._keys()[2]
+        return 0.5 * self.lam * (a * a).sum(-1) + linear + self.eps * lse
 
     def grad(self, a: torch.Tensor) -> torch.Tensor:
         pi, keys = self._attention_keys(a)
@@ -375,8 +398,8 @@ class WassersteinBregman(BregmanPotential):
     def _woodbury_factor(self, a: torch.Tensor) -> torch.Tensor:
         # Q Cov_π Q / ε = U Uᵀ with U = (Qa_k − Σ_j π_j Qa_j) √π_k / √ε, shape (B, n, K).
         # √π from the log-softmax: sqrt's derivative at an underflowed π = 0 would be NaN.
-        keys, offset = self._keys()
-        log_pi = torch.log_softmax(a @ keys.T / self.eps + offset, dim=-1)
+        keys = self._keys()[0]
+        log_pi = torch.log_softmax(self._logits(a), dim=-1)
         pi = log_pi.exp()
         centred = keys.unsqueeze(0) - (pi @ keys).unsqueeze(1)
         scale = torch.exp(0.5 * (log_pi - torch.log(self.eps)))
@@ -392,7 +415,7 @@ class WassersteinBregman(BregmanPotential):
 
     def conj_grad(self, z: torch.Tensor, tol: float = 1e-13, max_iter: int = 50) -> torch.Tensor:
         """``∇ψ*(z)``: the ``a`` with ``∇ψ(a) = z``, by Newton's method with backtracking."""
-        keys, _ = self._keys()
+        keys = self._keys()[0]
         a = (z - keys.mean(0)) / self.lam
         for _ in range(max_iter):
             residual = self.grad(a) - z
@@ -412,9 +435,20 @@ class WassersteinBregman(BregmanPotential):
         return a
 
 
+def median_pairwise_cost(atoms: torch.Tensor, Q: torch.Tensor) -> float:
+    """The median over pairs ``i < j`` of the ground cost ``½(a_i − a_j)ᵀQ(a_i − a_j)``; 0 if K = 1."""
+    i, j = torch.triu_indices(len(atoms), len(atoms), 1)
+    if len(i) == 0:
+        return 0.0
+    diff = atoms[i] - atoms[j]
+    return float((0.5 * ((diff @ Q) * diff).sum(-1)).median())
+
+
 def _check_atoms(atoms: torch.Tensor, n: int | None) -> torch.Tensor:
     if not isinstance(atoms, torch.Tensor):
         atoms = torch.as_tensor(atoms, dtype=torch.get_default_dtype())
+    if not atoms.is_floating_point():
+        raise ValueError(f"atoms must be a floating-point tensor, got dtype {atoms.dtype}")
     if atoms.dim() != 2 or atoms.shape[0] == 0:
         raise ValueError(f"atoms must have shape (K, n) with K >= 1, got {tuple(atoms.shape)}")
     if n is not None and atoms.shape[1] != n:

@@ -99,7 +99,7 @@ def _geometry(ctrl) -> dict[str, float]:
     if not hasattr(pot, "log_eps"):
         return {}
     with torch.no_grad():
-        H = pot.hessian(pot.atoms.mean(0, keepdim=True))[0]
+        H = pot.hessian(pot.centre_point())[0]
         eig = torch.linalg.eigvalsh(H)
     return {
         "eps": float(pot.eps.detach()),

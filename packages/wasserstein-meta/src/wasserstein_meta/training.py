@@ -38,11 +38,14 @@ def reference_states(refs: Sequence[Spline], T: float, n_points: int = 50) -> to
     return torch.cat([r[0], r[1]], -1).reshape(-1, 6)
 
 
-def task_atoms(ctrl, ensemble, states: torch.Tensor, ridge: float = 1e-6) -> torch.Tensor:
-    """The least-squares parameters of each task under the current features, ``(K, n)``.
+def task_atoms(ctrl, ensemble, states: torch.Tensor, ridge: float = 1e-3) -> torch.Tensor:
+    """The ridge-regression parameters of each task under the current features, ``(K, n)``.
 
-    ``A_k = argmin_A Σ_x ‖A y(x) − f_k(x)‖² + ridge ‖A‖²`` over ``states``, in the coordinates the
-    potential acts on (``L_Γ⁻¹ A_k``). Differentiable in the features.
+    ``A_k = argmin_A Σ_x ‖A y(x) − f_k(x)‖² + ρ ‖A‖²`` over ``states``, in the coordinates the
+    potential acts on (``L_Γ⁻¹ A_k``), with ``ρ = ridge · tr(YᵀY)/m`` relative to the mean feature
+    energy. Tanh features of a few states are nearly collinear (Gram condition ~1e6): a tiny ridge
+    gives atoms of norm ~700 for forces of order 1, whose pairwise costs no ε can resolve; ρ = 1e-3
+    of the mean eigenvalue keeps them at the forces' scale. Differentiable in the features.
     """
     states = states.to(controller_dtype(ctrl))
     q, dq = states[:, :3], states[:, 3:]
@@ -50,7 +53,8 @@ def task_atoms(ctrl, ensemble, states: torch.Tensor, ridge: float = 1e-6) -> tor
     K = ensemble.n_models
     idx = torch.arange(K).repeat_interleave(len(states))
     f = ensemble.force(idx, q.repeat(K, 1), dq.repeat(K, 1)).view(K, len(states), -1)
-    gram = y.T @ y + ridge * torch.eye(y.shape[-1], dtype=y.dtype)
+    gram = y.T @ y
+    gram = gram + ridge * gram.diagonal().mean() * torch.eye(y.shape[-1], dtype=y.dtype)
     A = torch.linalg.solve(gram, y.T @ f).transpose(-1, -2)  # (K, d, m)
     return ctrl.to_potential_coords(A)
 
