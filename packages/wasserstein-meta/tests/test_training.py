@@ -129,6 +129,7 @@ def test_two_loky_workers_equal_a_sequential_run():
         (dict(T=float("nan")), "T must be"),
         (dict(T=5.0), "shorter than the simulation"),
         (dict(integrator="midpoint"), "integrator must be one of"),
+        (dict(dt=0.3), "whole number of steps"),
     ],
 )
 def test_bad_times_are_refused(kwargs, match):
@@ -175,3 +176,18 @@ def test_bad_ensembles_and_plants_are_refused():
         )
     with pytest.raises(ValueError, match="steps"):
         meta_train(_wb_ctrl(), ENS, REFS, steps=-1)
+    with pytest.raises(ValueError, match="at least one reference"):
+        meta_train(_wb_ctrl(), ENS, [], steps=1)
+
+
+def test_half_precision_controller_is_refused():
+    ctrl = wm.AdaptiveController(PLANT, wm.MLPFeatures(6, (4, 4), seed=0)).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="float32 or float64"):
+        wm.simulate(ctrl, PLANT, REFS[0], wind=1.0, T=0.4, dt=0.1)
+
+
+def test_simulate_keeps_no_graph_unless_asked():
+    ctrl = wm.AdaptiveController(PLANT, wm.MLPFeatures(6, (4, 4), seed=0))
+    assert wm.simulate(ctrl, PLANT, REFS[0], wind=1.0, T=0.4, dt=0.1).q.grad_fn is None
+    traj = wm.simulate(ctrl, PLANT, REFS[0], wind=1.0, T=0.4, dt=0.1, grad=True)
+    assert traj.q.grad_fn is not None

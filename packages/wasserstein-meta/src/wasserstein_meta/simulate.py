@@ -176,11 +176,13 @@ def closed_loop(
 
 
 def controller_dtype(ctrl) -> torch.dtype:
-    """The floating dtype of the controller's parameters: the simulation runs in it."""
-    for p in ctrl.parameters():
-        if p.is_floating_point():
-            return p.dtype
-    return torch.get_default_dtype()
+    """The floating dtype of the controller's parameters: the simulation runs in it (float32 or
+    float64: a half-precision closed loop drifts by more than the tracking errors it measures)."""
+    dtype = next((p.dtype for p in ctrl.parameters() if p.is_floating_point()), None)
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"the controller must be float32 or float64 to simulate, got {dtype}")
+    return dtype
 
 
 def _check_finite(X: torch.Tensor, time: float, ref_index, model_index, ensemble) -> None:
@@ -201,13 +203,15 @@ def simulate(
     dt: float = 0.01,
     integrator: str = "rk4",
     ensemble=None,
+    grad: bool = False,
 ) -> Trajectory:
     """Fly ``ctrl`` on ``plant`` along ``ref`` in ``wind`` (or the models of ``ensemble``).
 
     ``ref`` and ``wind`` are paired element by element (a single one is broadcast); with an
     ``ensemble`` instead of winds, entry ``b`` flies in model ``b``. Starts at
     ``(q, q̇) = (r(0), ṙ(0))`` with the adaptation state at zero. Runs in the dtype of ``ctrl``'s
-    parameters (``ctrl.double()`` for float64). Returns a :class:`Trajectory`.
+    parameters (``ctrl.double()`` for float64). Returns a :class:`Trajectory`, without an autograd
+    graph unless ``grad=True`` (then its tensors are differentiable in the meta-parameters).
     """
     from wasserstein_meta.ensemble import OracleEnsemble
 
@@ -224,7 +228,10 @@ def simulate(
     ref_index = torch.arange(batch) % len(refs)
     model_index = torch.arange(batch) % n_models
     check_reference_attitude(refs, T, dt)
-    out = closed_loop(ctrl, ensemble, refs, ref_index, model_index, T, dt, integrator, store=True)
+    with torch.set_grad_enabled(grad):
+        out = closed_loop(
+            ctrl, ensemble, refs, ref_index, model_index, T, dt, integrator, store=True
+        )
     assert isinstance(out, Trajectory)
     return out
 

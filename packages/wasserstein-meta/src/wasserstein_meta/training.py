@@ -114,6 +114,8 @@ def meta_train(
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
+    if len(refs) == 0:
+        raise ValueError("refs must hold at least one reference trajectory, got none")
     if not 0 <= val_frac < 1:
         raise ValueError(f"val_frac must lie in [0, 1), got {val_frac}")
     rng = np.random.default_rng(seed)
