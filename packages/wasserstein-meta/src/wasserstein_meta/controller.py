@@ -14,6 +14,7 @@ With ``ψ = Quadratic(P)`` this is the published law ``Â̇ = L_Γ P L_Γᵀ s y
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import torch
 from torch import nn
@@ -59,7 +60,7 @@ class AdaptiveController(nn.Module):
                 f"gains are {self.gains.dim}-dimensional, the plant has {plant.dim} dofs"
             )
         self.dim = plant.dim
-        self.m = int(self.features.out_dim)
+        self.m = int(cast(int, self.features.out_dim))
         self.n_params = self.dim * self.m
         self.potential.bind(self.n_params)
 

@@ -160,7 +160,10 @@ def fit_ensemble(
         return ((pred - target) ** 2).sum(-1).view(J, -1).mean(-1)
 
     def penalty() -> torch.Tensor:
-        return sum((p.reshape(J, -1) ** 2).sum(-1) for p in ens.parameters())
+        total = torch.zeros(J, dtype=dtype)
+        for p in ens.parameters():
+            total = total + (p.reshape(J, -1) ** 2).sum(-1)
+        return total
 
     best = [p.detach().clone() for p in ens.parameters()]
     best_loss = torch.full((J,), float("inf"), dtype=dtype)

@@ -33,7 +33,7 @@ class MLPFeatures(nn.Module):
         # (a loky worker starts with float32 as default, a float64 session must agree with it).
         with torch.no_grad():
             for layer in self.layers:
-                for p in (layer.weight, layer.bias):
+                for p in layer.parameters():  # weight, then bias
                     p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * init_std)
         self.out_dim = dims[-1]
 

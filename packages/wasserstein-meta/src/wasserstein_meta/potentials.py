@@ -106,6 +106,8 @@ class Quadratic(BregmanPotential):
 
     mode: Mode = "primal"
 
+    P: torch.Tensor
+
     def __init__(self, P: float | torch.Tensor = 1.0, dim: int = 3):
         super().__init__()
         self.dim = dim

@@ -211,7 +211,7 @@ def claim_verdict(diff: float, se: float, baseline: float, min_effect: float) ->
     return diff + 2 * se < -min_effect * abs(baseline)
 
 
-def _mean(x: Sequence[float]) -> float:
+def _mean(x: Sequence[float] | np.ndarray) -> float:
     arr = np.asarray(x, dtype=float)
     return float(arr.mean()) if arr.size and np.all(np.isfinite(arr)) else math.nan
 

@@ -83,7 +83,7 @@ class Spline:
 
     def __call__(self, t: np.ndarray | float, derivs: int = 2) -> np.ndarray:
         """``(derivs + 1, len(t), 3)``: r, ṙ, r̈, … at times ``t`` (clamped to [0, T])."""
-        t = np.clip(np.atleast_1d(np.asarray(t, dtype=float)), 0.0, self.T)
+        t = np.asarray(np.clip(np.atleast_1d(np.asarray(t, dtype=float)), 0.0, self.T))
         seg = np.clip(
             np.searchsorted(self.knot_times, t, side="right") - 1, 0, len(self.knot_times) - 2
         )
@@ -161,7 +161,7 @@ def random_splines(
         knots = np.zeros((num_knots, 3))
         knots[1:] = np.cumsum(rng.uniform(-step, step, size=(num_knots - 1, 3)), axis=0)
         knots[:, 2] = np.clip(knots[:, 2], -phi_max, phi_max)
-        refs.append(spline(times, knots, poly_orders, deriv_orders))
+        refs.append(spline(times.tolist(), knots, poly_orders, deriv_orders))
     return refs
 
 
