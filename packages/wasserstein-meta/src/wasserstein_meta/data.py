@@ -1,0 +1,87 @@
+"""Training data: trajectories flown by a nominal controller that ignores the wind (base code's
+``pfar/generate_data.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from wasserstein_meta.systems import PFAR
+from wasserstein_meta.trajectories import evaluate, random_splines
+
+
+@dataclasses.dataclass
+class Dataset:
+    """``t (N+1,)``; ``q, dq, u (J, N+1, 3)``; ``wind (J,)``, one wind speed per trajectory."""
+
+    t: np.ndarray
+    q: np.ndarray
+    dq: np.ndarray
+    u: np.ndarray
+    wind: np.ndarray
+
+    @property
+    def n_traj(self) -> int:
+        return self.q.shape[0]
+
+    def subset(self, index) -> Dataset:
+        return Dataset(self.t, self.q[index], self.dq[index], self.u[index], self.wind[index])
+
+
+def generate(
+    plant,
+    wind,
+    n_traj: int = 50,
+    T: float = 30.0,
+    dt: float = 0.01,
+    kp: float = 10.0,
+    kd: float = 0.1,
+    seed: int = 0,
+) -> Dataset:
+    """Fly ``n_traj`` random references (T s, 6-knot splines) in winds drawn from ``wind``.
+
+    The nominal controller is the feedback-linearising PD ``u = B⁻¹(r̈ − kp e − kd ė + g)`` that
+    ignores the wind; states are integrated by RK4 with the input held over each step.
+    """
+    if not isinstance(plant, PFAR):
+        raise NotImplementedError("data generation is implemented for the PFAR only")
+    if n_traj < 1:
+        raise ValueError(f"n_traj must be >= 1, got {n_traj}")
+    if not (dt > 0 and dt < T):
+        raise ValueError(f"need 0 < dt < T, got dt={dt}, T={T}")
+    rng = np.random.default_rng(seed)
+    winds = wind.sample(n_traj, rng)
+    refs = random_splines(n_traj, T=T, seed=int(rng.integers(2**31)))
+    n_steps = round(T / dt)
+    t = np.arange(n_steps + 1) * dt
+    ref = evaluate(refs, t, 2)
+    w = torch.as_tensor(winds)
+    q, dq = ref[0, :, 0].clone(), ref[1, :, 0].clone()
+    qs, dqs, us = [q], [dq], []
+
+    def accel(q, dq, u):
+        return plant.acceleration(q, dq, u, plant.wind_force(q, dq, w))
+
+    for i in range(n_steps):
+        e, de = q - ref[0, :, i], dq - ref[1, :, i]
+        tau = ref[2, :, i] - kp * e - kd * de + plant.gravity(q)
+        u = torch.linalg.solve(plant.input_matrix(q), tau)
+        k1 = (dq, accel(q, dq, u))
+        k2 = (dq + 0.5 * dt * k1[1], accel(q + 0.5 * dt * k1[0], dq + 0.5 * dt * k1[1], u))
+        k3 = (dq + 0.5 * dt * k2[1], accel(q + 0.5 * dt * k2[0], dq + 0.5 * dt * k2[1], u))
+        k4 = (dq + dt * k3[1], accel(q + dt * k3[0], dq + dt * k3[1], u))
+        q = q + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+        dq = dq + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        qs.append(q)
+        dqs.append(dq)
+        us.append(u)
+    us.append(us[-1])
+    return Dataset(
+        t=t,
+        q=torch.stack(qs, 1).numpy(),
+        dq=torch.stack(dqs, 1).numpy(),
+        u=torch.stack(us, 1).numpy(),
+        wind=winds,
+    )

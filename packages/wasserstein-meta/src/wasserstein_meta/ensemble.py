@@ -1,0 +1,186 @@
+"""The "true dynamics" a meta-training closed loop flies in: one disturbance model per task.
+
+An ensemble has ``n_models`` and ``force(index, q, dq) -> (B, 3)``, the disturbance of model
+``index[b]`` at state ``(q[b], dq[b])``. :class:`OracleEnsemble` is the analytic wind model at given
+wind speeds; :func:`fit_ensemble` is stage 1 of the base code (one network per training trajectory,
+fitted by one-step prediction through the prior dynamics).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from wasserstein_meta.data import Dataset
+
+
+class OracleEnsemble:
+    """The plant's wind model at fixed wind speeds: task k is ``f_ext(q, q̇; winds[k])``."""
+
+    def __init__(self, plant, winds: Sequence[float] | np.ndarray | torch.Tensor):
+        w = torch.as_tensor(np.asarray(winds, dtype=float)).reshape(-1)
+        if len(w) == 0 or not torch.isfinite(w).all():
+            raise ValueError(f"winds must be a non-empty list of finite speeds, got {w.tolist()}")
+        self.plant = plant
+        self.winds = w
+
+    @property
+    def n_models(self) -> int:
+        return len(self.winds)
+
+    def wind_of(self, index: torch.Tensor) -> list[float]:
+        return self.winds[index].tolist()
+
+    def force(self, index: torch.Tensor, q: torch.Tensor, dq: torch.Tensor) -> torch.Tensor:
+        return self.plant.wind_force(q, dq, self.winds.to(q.dtype)[index])
+
+    def subset(self, index: Sequence[int]) -> OracleEnsemble:
+        return OracleEnsemble(self.plant, self.winds[list(index)])
+
+
+class LearnedEnsemble(nn.Module):
+    """``f_j(x) = A_j tanh(W₂ⱼ tanh(W₁ⱼ x + b₁ⱼ) + b₂ⱼ)``, all models in batched tensors."""
+
+    def __init__(
+        self,
+        plant,
+        n_models: int,
+        hidden: Sequence[int] = (32, 32),
+        seed: int = 0,
+        winds: Sequence[float] | None = None,
+    ):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        dims = [2 * plant.dim, *hidden, plant.dim]
+        self.plant = plant
+        self.weights = nn.ParameterList(
+            nn.Parameter(0.1 * torch.randn(n_models, b, a, generator=gen))
+            for a, b in itertools.pairwise(dims)
+        )
+        self.biases = nn.ParameterList(
+            nn.Parameter(0.1 * torch.randn(n_models, b, generator=gen)) for b in dims[1:-1]
+        )
+        self.winds = torch.as_tensor(
+            np.asarray(winds if winds is not None else [np.nan] * n_models)
+        )
+
+    @property
+    def n_models(self) -> int:
+        return self.weights[0].shape[0]
+
+    def wind_of(self, index: torch.Tensor) -> list[float]:
+        return self.winds[index].tolist()
+
+    def force(self, index: torch.Tensor, q: torch.Tensor, dq: torch.Tensor) -> torch.Tensor:
+        h = torch.cat([q, dq], -1)
+        last = len(self.weights) - 1
+        for i, W in enumerate(self.weights):
+            h = (W[index].to(h.dtype) @ h.unsqueeze(-1)).squeeze(-1)
+            if i < last:
+                h = torch.tanh(h + self.biases[i][index].to(h.dtype))
+        return h
+
+    def subset(self, index: Sequence[int]) -> _SubEnsemble:
+        return _SubEnsemble(self, torch.as_tensor(list(index)))
+
+
+class _SubEnsemble:
+    """Some models of a :class:`LearnedEnsemble`, renumbered from 0 (for train/validation splits)."""
+
+    def __init__(self, parent: LearnedEnsemble, index: torch.Tensor):
+        self.parent, self.index = parent, index
+
+    @property
+    def n_models(self) -> int:
+        return len(self.index)
+
+    def wind_of(self, index: torch.Tensor) -> list[float]:
+        return self.parent.wind_of(self.index[index])
+
+    def force(self, index: torch.Tensor, q: torch.Tensor, dq: torch.Tensor) -> torch.Tensor:
+        return self.parent.force(self.index[index], q, dq)
+
+
+def _rk38_step(plant, ens: LearnedEnsemble, q, dq, u, dt, index):
+    """One RK 3/8 step of the prior dynamics with the model's disturbance, input held constant."""
+
+    def f(x):
+        qq, dd = x[..., :3], x[..., 3:]
+        return torch.cat([dd, plant.acceleration(qq, dd, u, ens.force(index, qq, dd))], -1)
+
+    x = torch.cat([q, dq], -1)
+    k1 = f(x)
+    k2 = f(x + dt * k1 / 3)
+    k3 = f(x + dt * (-k1 / 3 + k2))
+    k4 = f(x + dt * (k1 - k2 + k3))
+    return x + dt * (k1 + 3 * k2 + 3 * k3 + k4) / 8
+
+
+def fit_ensemble(
+    plant,
+    data: Dataset,
+    hidden: Sequence[int] = (32, 32),
+    epochs: int = 1000,
+    lr: float = 1e-2,
+    reg: float = 1e-4,
+    train_frac: float = 0.75,
+    batch_frac: float = 0.25,
+    seed: int = 0,
+) -> LearnedEnsemble:
+    """Stage 1: one network per trajectory of ``data``, by one-step prediction (RK 3/8).
+
+    Loss per model: mean ``‖x̂_{t+1} − x_{t+1}‖²`` + ``reg · ‖θ‖²``; the transitions are shuffled,
+    ``train_frac`` train (in batches of ``batch_frac`` of them), the rest held out; Adam; the epoch
+    with the best held-out loss is kept, per model.
+    """
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    ens = LearnedEnsemble(plant, data.n_traj, hidden, seed, winds=data.wind.tolist())
+    dtype = ens.weights[0].dtype
+    q, dq, u = (torch.as_tensor(a, dtype=dtype) for a in (data.q, data.dq, data.u))
+    dt = float(data.t[1] - data.t[0])
+    J, N = q.shape[0], q.shape[1] - 1
+    gen = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(N, generator=gen)
+    n_train = int(train_frac * N)
+    train, held = perm[:n_train], perm[n_train:]
+    batch = max(1, int(batch_frac * n_train))
+    models = torch.arange(J)
+    opt = torch.optim.Adam(ens.parameters(), lr=lr)
+
+    def losses(steps: torch.Tensor) -> torch.Tensor:
+        idx = models.repeat_interleave(len(steps))
+        qs, dqs, us = (a[:, steps].reshape(-1, a.shape[-1]) for a in (q, dq, u))
+        target = torch.cat([q[:, steps + 1], dq[:, steps + 1]], -1).reshape(-1, 6)
+        pred = _rk38_step(plant, ens, qs, dqs, us, dt, idx)
+        return ((pred - target) ** 2).sum(-1).view(J, -1).mean(-1)
+
+    def penalty() -> torch.Tensor:
+        total = torch.zeros(J, dtype=dtype)
+        for p in ens.parameters():
+            total = total + (p.reshape(J, -1) ** 2).sum(-1)
+        return total
+
+    best = [p.detach().clone() for p in ens.parameters()]
+    best_loss = torch.full((J,), float("inf"), dtype=dtype)
+    for _ in range(epochs):
+        order = train[torch.randperm(n_train, generator=gen)]
+        for start in range(0, n_train, batch):
+            opt.zero_grad()
+            (losses(order[start : start + batch]) + reg * penalty()).sum().backward()
+            opt.step()
+        with torch.no_grad():
+            val = losses(held) if len(held) else losses(train)
+            better = val < best_loss
+            best_loss = torch.where(better, val, best_loss)
+            for b, p in zip(best, ens.parameters(), strict=True):
+                b[better] = p[better]
+    with torch.no_grad():
+        for b, p in zip(best, ens.parameters(), strict=True):
+            p.copy_(b)
+    ens.requires_grad_(False)
+    return ens

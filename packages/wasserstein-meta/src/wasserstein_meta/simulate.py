@@ -1,0 +1,245 @@
+"""Fixed-step, differentiable closed-loop simulation of the adaptive controller.
+
+The state ``(q, q̇, adaptation state, integrated costs)`` is integrated by an explicit Runge–Kutta
+scheme with the reference evaluated exactly at each stage time; gradients flow through every step
+(back-propagation through the solver, as in the base code). Costs are integrated alongside:
+``c = (∫‖e‖² + ‖ė‖², ∫‖u‖², ∫‖Ây − f‖²)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from wasserstein_meta.errors import SimulationDiverged
+from wasserstein_meta.trajectories import Spline, evaluate
+
+# Butcher tableaux (a, b, c) of the explicit schemes.
+TABLEAUX: dict[str, tuple[list[list[float]], list[float], list[float]]] = {
+    "euler": ([[]], [1.0], [0.0]),
+    "heun": ([[], [1.0]], [0.5, 0.5], [0.0, 1.0]),
+    "rk4": (
+        [[], [0.5], [0.0, 0.5], [0.0, 0.0, 1.0]],
+        [1 / 6, 1 / 3, 1 / 3, 1 / 6],
+        [0.0, 0.5, 0.5, 1.0],
+    ),
+    "rk38": (
+        [[], [1 / 3], [-1 / 3, 1.0], [1.0, -1.0, 1.0]],
+        [1 / 8, 3 / 8, 3 / 8, 1 / 8],
+        [0.0, 1 / 3, 2 / 3, 1.0],
+    ),
+}
+DIVERGENCE_NORM = 1e6
+# The divergence check reads a tensor on the host (a sync, and a graph break under torch.compile):
+# do it every CHECK_EVERY steps and at the last; a diverging state is caught within that window.
+CHECK_EVERY = 10
+
+
+@dataclasses.dataclass
+class Trajectory:
+    """A simulated batch: ``t (N+1,)``; ``q, dq, r, dr, u, s (B, N+1, 3)``; ``a_hat (B, N+1, d, m)``;
+    ``state`` the adaptation state ``(B, N+1, n)``; ``force`` the true disturbance; ``cost (B, 3)``
+    the integrated (tracking, control, estimation) costs."""
+
+    t: torch.Tensor
+    q: torch.Tensor
+    dq: torch.Tensor
+    r: torch.Tensor
+    dr: torch.Tensor
+    u: torch.Tensor
+    s: torch.Tensor
+    a_hat: torch.Tensor
+    state: torch.Tensor
+    force: torch.Tensor
+    estimate: torch.Tensor
+    cost: torch.Tensor
+
+    @property
+    def T(self) -> float:
+        return float(self.t[-1] - self.t[0])
+
+
+def _check_time(T: float, dt: float) -> int:
+    if not (math.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a positive finite step, got {dt}")
+    if not (math.isfinite(T) and T > 0):
+        raise ValueError(f"T must be a positive finite duration, got {T}")
+    if dt >= T:
+        raise ValueError(f"dt must be smaller than T, got dt={dt} >= T={T}")
+    n = round(T / dt)
+    if abs(n * dt - T) > 1e-9 * max(1.0, T):
+        raise ValueError(f"T={T} is not a whole number of steps dt={dt} (nearest: {n * dt:g} s)")
+    return n
+
+
+def reference_stages(
+    refs: Sequence[Spline], T: float, dt: float, integrator: str, dtype: torch.dtype
+) -> dict[float, torch.Tensor]:
+    """``{c: (3, B, N + 1, 3)}``: r, ṙ, r̈ at the stage times ``t_i + c·dt``, ``i = 0 … N``."""
+    if integrator not in TABLEAUX:
+        raise ValueError(f"integrator must be one of {sorted(TABLEAUX)}, got {integrator!r}")
+    n_steps = _check_time(T, dt)
+    for j, ref in enumerate(refs):
+        if ref.T < T - 1e-9:
+            raise ValueError(f"reference {j} lasts {ref.T} s, shorter than the simulation T={T}")
+    grid = np.arange(n_steps + 1) * dt
+    return {
+        c: evaluate(refs, grid + c * dt, 2, dtype) for c in sorted(set(TABLEAUX[integrator][2]))
+    }
+
+
+def closed_loop(
+    ctrl,
+    ensemble,
+    refs: Sequence[Spline],
+    ref_index: torch.Tensor,
+    model_index: torch.Tensor,
+    T: float,
+    dt: float,
+    integrator: str = "rk4",
+    store: bool = False,
+    stages: dict[float, torch.Tensor] | None = None,
+) -> torch.Tensor | Trajectory:
+    """Simulate batch entry b tracking ``refs[ref_index[b]]`` in model ``model_index[b]``.
+
+    Returns the integrated costs ``(B, 3)``, or the whole :class:`Trajectory` when ``store``.
+    Raises :class:`SimulationDiverged` when a state leaves ``‖x‖ ≤ 1e6`` or turns non-finite.
+    """
+    n_steps = _check_time(T, dt)
+    dtype = controller_dtype(ctrl)
+    if stages is None:
+        stages = reference_stages(refs, T, dt, integrator, dtype)
+    a_tab, b_tab, c_tab = TABLEAUX[integrator]
+    ref_index, model_index = torch.as_tensor(ref_index), torch.as_tensor(model_index)
+    batch, d, n = len(ref_index), ctrl.dim, ctrl.n_params
+    pot, plant = ctrl.potential, ctrl.plant
+    start = stages[0.0][:, ref_index, 0].to(dtype)
+    x = torch.cat([start[0], start[1]], -1)
+    z = pot.initial_state(batch, n, x)
+    X = torch.cat([x, z, x.new_zeros(batch, 3)], -1)
+    records: list[dict[str, torch.Tensor]] = []
+
+    with pot.frozen():
+        L_gamma, Lam, K = ctrl.gamma_factor(), ctrl.gains.Lambda, ctrl.gains.K
+
+        def rhs(X: torch.Tensor, step: int, c: float, record: bool = False) -> torch.Tensor:
+            q, dq, z = X[:, :d], X[:, d : 2 * d], X[:, 2 * d : 2 * d + n]
+            ref = stages[c][:, ref_index, step].to(dtype)
+            out = ctrl.control(q, dq, (ref[0], ref[1], ref[2]), z, L_gamma, Lam, K)
+            f = ensemble.force(model_index, q, dq)
+            ddq = plant.acceleration(q, dq, out.u, f)
+            dz = pot.state_rate(z, out.drive) if ctrl.adapts else torch.zeros_like(z)
+            est = (out.a_hat @ out.y.unsqueeze(-1)).squeeze(-1)
+            costs = torch.stack(
+                [(out.e**2 + out.de**2).sum(-1), (out.u**2).sum(-1), ((est - f) ** 2).sum(-1)], -1
+            )
+            if record:
+                records.append(
+                    dict(
+                        q=q,
+                        dq=dq,
+                        r=ref[0],
+                        dr=ref[1],
+                        u=out.u,
+                        s=out.s,
+                        a_hat=out.a_hat,
+                        state=z,
+                        force=f,
+                        estimate=est,
+                    )
+                )
+            return torch.cat([dq, ddq, dz, costs], -1)
+
+        for step in range(n_steps):
+            ks: list[torch.Tensor] = []
+            for a_row, c in zip(a_tab, c_tab, strict=True):
+                Xs = X
+                for a_ij, k in zip(a_row, ks, strict=False):
+                    if a_ij:
+                        Xs = Xs + dt * a_ij * k
+                ks.append(rhs(Xs, step, c, record=store and not ks))
+            X = X + dt * sum(b * k for b, k in zip(b_tab, ks, strict=True))
+            if (step + 1) % CHECK_EVERY == 0 or step + 1 == n_steps:
+                _check_finite(X[:, : 2 * d + n], (step + 1) * dt, ref_index, model_index, ensemble)
+        if store:
+            rhs(X, n_steps, 0.0, record=True)  # the state at T (the stage grids reach step N)
+    cost = X[:, -3:]
+    if not store:
+        return cost
+    stacked = {k: torch.stack([r[k] for r in records], 1) for k in records[0]}
+    t = torch.arange(len(records), dtype=dtype) * dt
+    return Trajectory(t=t, cost=cost, **stacked)
+
+
+def controller_dtype(ctrl) -> torch.dtype:
+    """The floating dtype of the controller's parameters: the simulation runs in it (float32 or
+    float64: a half-precision closed loop drifts by more than the tracking errors it measures)."""
+    dtype = next((p.dtype for p in ctrl.parameters() if p.is_floating_point()), None)
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"the controller must be float32 or float64 to simulate, got {dtype}")
+    return dtype
+
+
+def _check_finite(X: torch.Tensor, time: float, ref_index, model_index, ensemble) -> None:
+    bad = ~torch.isfinite(X).all(-1) | (X.detach().abs().amax(-1) > DIVERGENCE_NORM)
+    if bool(bad.any()):
+        idx = torch.nonzero(bad).flatten()
+        raise SimulationDiverged(
+            time, idx.tolist(), ref_index[idx].tolist(), ensemble.wind_of(model_index[idx])
+        )
+
+
+def simulate(
+    ctrl,
+    plant,
+    ref: Spline | Sequence[Spline],
+    wind: float | Sequence[float] | None = None,
+    T: float = 10.0,
+    dt: float = 0.01,
+    integrator: str = "rk4",
+    ensemble=None,
+    grad: bool = False,
+) -> Trajectory:
+    """Fly ``ctrl`` on ``plant`` along ``ref`` in ``wind`` (or the models of ``ensemble``).
+
+    ``ref`` and ``wind`` are paired element by element (a single one is broadcast); with an
+    ``ensemble`` instead of winds, entry ``b`` flies in model ``b``. Starts at
+    ``(q, q̇) = (r(0), ṙ(0))`` with the adaptation state at zero. Runs in the dtype of ``ctrl``'s
+    parameters (``ctrl.double()`` for float64). Returns a :class:`Trajectory`, without an autograd
+    graph unless ``grad=True`` (then its tensors are differentiable in the meta-parameters).
+    """
+    from wasserstein_meta.ensemble import OracleEnsemble
+
+    refs = [ref] if isinstance(ref, Spline) else list(ref)
+    if ensemble is None:
+        if wind is None:
+            raise ValueError("give a wind speed (or winds), or an ensemble")
+        winds = np.atleast_1d(np.asarray(wind, dtype=float))
+        ensemble = OracleEnsemble(plant, winds)
+    n_models = ensemble.n_models
+    batch = max(len(refs), n_models)
+    if len(refs) not in (1, batch) or n_models not in (1, batch):
+        raise ValueError(f"cannot pair {len(refs)} references with {n_models} winds/models")
+    ref_index = torch.arange(batch) % len(refs)
+    model_index = torch.arange(batch) % n_models
+    check_reference_attitude(refs, T, dt)
+    with torch.set_grad_enabled(grad):
+        out = closed_loop(
+            ctrl, ensemble, refs, ref_index, model_index, T, dt, integrator, store=True
+        )
+    assert isinstance(out, Trajectory)
+    return out
+
+
+def check_reference_attitude(refs: Sequence[Spline], T: float, dt: float) -> None:
+    """A reference with |φ| ≥ π/2 asks the vehicle to fly on its side: refuse it."""
+    grid = np.arange(_check_time(T, dt) + 1) * dt
+    for j, ref in enumerate(refs):
+        phi = np.abs(ref(grid, 0)[0, :, 2]).max()
+        if phi >= math.pi / 2:
+            raise ValueError(f"reference {j} reaches |φ| = {phi:.3f} >= π/2")
