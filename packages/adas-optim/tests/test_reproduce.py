@@ -1,5 +1,7 @@
+import math
+
 import pytest
-from adas_optim.reproduce import ONE_DIGIT, beats, main
+from adas_optim.reproduce import ONE_DIGIT, beats, bracket_lr, main
 from adas_optim.training import RunConfig, digits_data, train
 
 from shared_core.report import Report
@@ -39,3 +41,51 @@ def test_adas_reduced_to_adamw_fails_the_accuracy_claim():
     ]
     assert null == pytest.approx(adamw, abs=ONE_DIGIT)
     assert not beats(null, adamw, ONE_DIGIT)["held"]
+
+
+def _peaked(at: float):
+    """A toy tuning score: unimodal in log lr, best at ``at``; records the lrs it is asked."""
+    asked: list[float] = []
+
+    def score(lr: float) -> float:
+        asked.append(lr)
+        return -abs(math.log2(lr / at))
+
+    return score, asked
+
+
+def test_bracket_lr_extends_an_edge_best_until_the_optimum_is_interior():
+    grid = [1e-2, 2e-2, 4e-2]
+    # best beyond the top: 8e-2 then 1.6e-1 are tried; 1.6e-1 is worse, so 8e-2 is interior
+    score, asked = _peaked(8e-2)
+    found = bracket_lr(score, grid)
+    assert found["best"] == pytest.approx(8e-2) and found["interior"]
+    assert asked == pytest.approx([1e-2, 2e-2, 4e-2, 8e-2, 1.6e-1])
+    # best below the bottom: the grid grows downwards by the same rule
+    score, asked = _peaked(5e-3)
+    found = bracket_lr(score, grid)
+    assert found["best"] == pytest.approx(5e-3) and found["interior"]
+    assert asked[3:] == pytest.approx([5e-3, 2.5e-3])
+    # an interior best adds nothing
+    score, asked = _peaked(2e-2)
+    found = bracket_lr(score, grid)
+    assert found["best"] == pytest.approx(2e-2) and found["interior"] and len(asked) == 3
+
+
+def test_bracket_lr_is_bounded_and_says_when_the_optimum_is_not_bracketed():
+    # the old rule (no extension) picked the top edge and could not tell
+    score, asked = _peaked(1.0)
+    old = bracket_lr(score, [1e-2, 2e-2, 4e-2], max_extensions=0)
+    assert old["best"] == pytest.approx(4e-2) and not old["interior"]
+    score, asked = _peaked(1.0)
+    found = bracket_lr(score, [1e-2, 2e-2, 4e-2])
+    assert found["best"] == pytest.approx(1.6e-1) and not found["interior"]
+    assert len(asked) == 5  # two extensions at most
+    # a tie goes to the smaller lr: here an interior one, so the tied top edge adds nothing
+    flat = bracket_lr(lambda lr: 0.5 if lr >= 2e-2 else 0.0, [1e-2, 2e-2, 4e-2])
+    assert flat["best"] == pytest.approx(2e-2) and flat["interior"]
+    assert list(flat["scores"]) == pytest.approx([1e-2, 2e-2, 4e-2])
+    with pytest.raises(ValueError, match="empty grid"):
+        bracket_lr(score, [])
+    with pytest.raises(ValueError, match="max_extensions must be >= 0"):
+        bracket_lr(score, [1e-2], max_extensions=-1)
