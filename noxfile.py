@@ -268,6 +268,18 @@ def triton(session: nox.Session) -> None:
 
 
 @nox.session
+def slow(session: nox.Session) -> None:
+    """The tests marked ``slow`` (multi-process runs, peer imports, long oracles), outside ``ci``.
+
+    Each package's fast suite stays under a minute; these run in their own GitHub job.
+    """
+    _install(session, *_editable([CORE, *METHODS]))
+    _assert_cpu_torch(session)
+    tests = [f"packages/{folder}/tests" for folder in PACKAGES]
+    _pytest(session, "slow", *tests, "-m", "slow and not gpu and not triton", "-q")
+
+
+@nox.session
 def spikingjelly(session: nox.Session) -> None:
     """adas-optim's spikingjelly parity tests (its own job: issue 14); skips where it cannot install.
 
