@@ -161,3 +161,25 @@ def test_verdict_is_a_frozen_dataclass_with_the_band():
     v = E.compare_to_theory(_result(-0.25), "adagrad", 2.0)
     assert {f.name for f in dataclasses.fields(v)} >= {"ceiling", "too_fast", "too_slow"}
     assert v.ceiling == pytest.approx(0.25)
+
+
+def test_final_value_metric_is_f_at_the_last_iterate():
+    prob, law = P.Quadratic(3, L=1.0), Gaussian(1e-12)
+    oracle = NoisyOracle(prob, law)
+    out = E.run_horizon("sgd", oracle, 1, 8, {"lr": 0.5}, np.random.default_rng(0))
+    x1 = prob.x0 - 0.5 * prob.grad(prob.x0)  # one step of SGD, noise 1e-12
+    np.testing.assert_allclose(out["final_value"], prob.value(x1), rtol=1e-9)
+
+
+def test_gradient_norm_tuning_rewards_escaping_where_f_is_flat_and_final_value_does_not():
+    # Σu²/(1+u²) has ∇f → 0 as |u| → ∞: under t(1.5) noise the largest step throws the iterate out
+    # there and scores the smallest (1/T)Σ‖∇f‖, while f(x_T) there is near its sup d = 2
+    from adagrad_heavytail.noise import StudentT
+
+    prob, law, grid = P.BoundedNonconvex(2), StudentT(1.5), (0.25, 1.0, 4.0, 16.0, 64.0, 256.0)
+    for method in ("sgd", "adagrad"):
+        kw = dict(seeds=16, grid=grid, extensions=0)
+        gamed = E.tune_step(method, prob, law, 1024, metric="avg_grad_norm_l2", **kw)
+        assert gamed.multiplier == 256.0
+        fair = E.tune_step(method, prob, law, 1024, metric="final_value", **kw)
+        assert fair.multiplier <= 1.0 and fair.scores[-1] > 0.9 * prob.d

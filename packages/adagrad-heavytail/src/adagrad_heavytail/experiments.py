@@ -34,7 +34,8 @@ from adagrad_heavytail.noise import Noise
 from adagrad_heavytail.problems import NoisyOracle, Problem
 from adagrad_heavytail.schedules import theory_params
 
-METRICS: tuple[str, ...] = ("avg_grad_norm_l2", "avg_grad_norm_l1", "min_grad_norm")
+#: per-seed metrics of :func:`run_horizon`; ``final_value`` is f(x_T), the others are gradient norms
+METRICS: tuple[str, ...] = ("avg_grad_norm_l2", "avg_grad_norm_l1", "min_grad_norm", "final_value")
 STATISTICS: tuple[str, ...] = ("mean", "median")
 MIN_HORIZONS = 3
 MIN_SEEDS = 8
@@ -76,6 +77,7 @@ def run_horizon(
         "avg_grad_norm_l2": sum_l2 / T,
         "avg_grad_norm_l1": sum_l1 / T,
         "min_grad_norm": min_l2,
+        "final_value": np.asarray(problem.value(x), dtype=float),
     }
     bad = ~np.all(np.isfinite(x), axis=-1)
     for values in out.values():
