@@ -84,7 +84,29 @@ def test_tuning_scores_each_multiplier_like_a_run_at_that_step():
             "avg_grad_norm_l2"
         ]
         assert score == pytest.approx(run.mean(), rel=1e-9)
-    assert t.grid == E.TUNING_GRID and t.multiplier == t.grid[int(np.argmin(t.scores))]
+    assert set(E.TUNING_GRID) <= set(t.grid) and t.multiplier == t.grid[int(np.argmin(t.scores))]
+    assert list(t.grid) == sorted(t.grid)
+
+
+#: the best multiplier of each method's default step on the quadratic, noise 1e-3, T = 64 (a wide
+#: grid 4^-6..4^6 measured it: every neighbour at x4 and /4 scores at least 1.5x worse)
+_BEST = {"sgd": 1.0, "adagrad": 1.0, "adagrad_norm": 1.0, "clipped_sgd": 64.0, "nsgdm": 4.0}
+
+
+@pytest.mark.parametrize("method", sorted(_BEST))
+def test_tuning_extends_past_an_edge_until_it_brackets_the_best_step(method):
+    # the same rule for every method: a grid whose best is outside it, below or above
+    prob, law, best = P.Quadratic(3, L=1.0), Gaussian(1e-3), _BEST[method]
+    above = E.tune_step(method, prob, law, 64, seeds=8, grid=(4 * best, 16 * best, 64 * best))
+    assert above.multiplier == best and above.interior and above.extensions == 2
+    assert above.grid == (best / 4, best, 4 * best, 16 * best, 64 * best)
+    below = E.tune_step(method, prob, law, 64, seeds=8, grid=(best / 64, best / 16, best / 4))
+    assert below.multiplier == best and below.interior and below.extensions == 2
+    # two extensions are the budget: one grid further away ends at the edge, flagged not interior
+    far = E.tune_step(method, prob, law, 64, seeds=8, grid=(16 * best, 64 * best, 256 * best))
+    assert far.multiplier == best and not far.interior and far.extensions == 2
+    none = E.tune_step(method, prob, law, 64, seeds=8, grid=(4 * best,), extensions=0)
+    assert none.grid == (4 * best,) and not none.interior and none.extensions == 0
 
 
 def test_tuning_picks_the_larger_step_when_the_default_crawls_and_never_a_diverging_one():
@@ -92,14 +114,14 @@ def test_tuning_picks_the_larger_step_when_the_default_crawls_and_never_a_diverg
     crawl = E.tune_step("nsgdm", prob, law, 256, seeds=8)
     assert crawl.multiplier > 1  # NSGD-M's sqrt(Δ/L)·T^{-3/4} crawls at T = 256
     assert crawl.scores[0] > 2 * min(crawl.scores)
-    wild = E.tune_step("sgd", prob, law, 256, seeds=8, grid=(1.0, 1e3))
+    wild = E.tune_step("sgd", prob, law, 256, seeds=8, grid=(1.0, 1e3), extensions=0)
     assert wild.multiplier == 1.0 and math.isinf(wild.scores[1])  # lr 1e3 diverges
 
 
 def test_tuning_streams_are_disjoint_from_the_sweep_streams():
     prob, law = P.BoundedNonconvex(4), Gaussian()
     T = 128
-    tuned = E.tune_step("adagrad", prob, law, T, seeds=8, grid=(1.0,))
+    tuned = E.tune_step("adagrad", prob, law, T, seeds=8, grid=(1.0,), extensions=0)
     sweep = E.rate_sweep("adagrad", prob, law, Ts=[32, 64, T], seeds=8, fit_last=3, bootstrap=0)
     # same method, step, T and seed count: only the noise streams differ
     assert tuned.scores[0] != pytest.approx(sweep.values[-1].mean(), rel=1e-12)
@@ -111,6 +133,8 @@ def test_tuning_streams_are_disjoint_from_the_sweep_streams():
         E.rate_sweep("adagrad", prob, law, Ts=[32, 64, T], seeds=8, fit_last=3, lr_scale=0.0)
     with pytest.raises(ValueError, match="grid"):
         E.tune_step("adagrad", prob, law, T, seeds=8, grid=(0.0,))
+    with pytest.raises(ValueError, match="extensions"):
+        E.tune_step("adagrad", prob, law, T, seeds=8, extensions=-1)
 
 
 def test_spikes_slow_adagrad_but_not_clipped_sgd():
@@ -137,3 +161,25 @@ def test_verdict_is_a_frozen_dataclass_with_the_band():
     v = E.compare_to_theory(_result(-0.25), "adagrad", 2.0)
     assert {f.name for f in dataclasses.fields(v)} >= {"ceiling", "too_fast", "too_slow"}
     assert v.ceiling == pytest.approx(0.25)
+
+
+def test_final_value_metric_is_f_at_the_last_iterate():
+    prob, law = P.Quadratic(3, L=1.0), Gaussian(1e-12)
+    oracle = NoisyOracle(prob, law)
+    out = E.run_horizon("sgd", oracle, 1, 8, {"lr": 0.5}, np.random.default_rng(0))
+    x1 = prob.x0 - 0.5 * prob.grad(prob.x0)  # one step of SGD, noise 1e-12
+    np.testing.assert_allclose(out["final_value"], prob.value(x1), rtol=1e-9)
+
+
+def test_gradient_norm_tuning_rewards_escaping_where_f_is_flat_and_final_value_does_not():
+    # Σu²/(1+u²) has ∇f → 0 as |u| → ∞: under t(1.5) noise the largest step throws the iterate out
+    # there and scores the smallest (1/T)Σ‖∇f‖, while f(x_T) there is near its sup d = 2
+    from adagrad_heavytail.noise import StudentT
+
+    prob, law, grid = P.BoundedNonconvex(2), StudentT(1.5), (0.25, 1.0, 4.0, 16.0, 64.0, 256.0)
+    for method in ("sgd", "adagrad"):
+        kw = dict(seeds=16, grid=grid, extensions=0)
+        gamed = E.tune_step(method, prob, law, 1024, metric="avg_grad_norm_l2", **kw)
+        assert gamed.multiplier == 256.0
+        fair = E.tune_step(method, prob, law, 1024, metric="final_value", **kw)
+        assert fair.multiplier <= 1.0 and fair.scores[-1] > 0.9 * prob.d

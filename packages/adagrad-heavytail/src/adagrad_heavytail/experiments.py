@@ -34,7 +34,8 @@ from adagrad_heavytail.noise import Noise
 from adagrad_heavytail.problems import NoisyOracle, Problem
 from adagrad_heavytail.schedules import theory_params
 
-METRICS: tuple[str, ...] = ("avg_grad_norm_l2", "avg_grad_norm_l1", "min_grad_norm")
+#: per-seed metrics of :func:`run_horizon`; ``final_value`` is f(x_T), the others are gradient norms
+METRICS: tuple[str, ...] = ("avg_grad_norm_l2", "avg_grad_norm_l1", "min_grad_norm", "final_value")
 STATISTICS: tuple[str, ...] = ("mean", "median")
 MIN_HORIZONS = 3
 MIN_SEEDS = 8
@@ -76,6 +77,7 @@ def run_horizon(
         "avg_grad_norm_l2": sum_l2 / T,
         "avg_grad_norm_l1": sum_l1 / T,
         "min_grad_norm": min_l2,
+        "final_value": np.asarray(problem.value(x), dtype=float),
     }
     bad = ~np.all(np.isfinite(x), axis=-1)
     for values in out.values():
@@ -233,12 +235,21 @@ def rate_sweep(
 
 #: multipliers of the default step (``theory_params``' lr) every method is tuned over, alike
 TUNING_GRID: tuple[float, ...] = (0.25, 1.0, 4.0, 16.0)
-_TUNING_STREAM = 1  # tuning noise: SeedSequence(seed, spawn_key=(T, 1)), never a sweep's (T,)
+#: when the best multiplier is the grid's smallest or largest, the grid grows by this factor in that
+#: direction, at most :data:`TUNING_EXTENSIONS` times: the same rule for every method
+TUNING_STEP = 4.0
+TUNING_EXTENSIONS = 2
+_TUNING_STREAM = 1  # tuning noise: SeedSequence(seed, spawn_key=(T, 1, k)), never a sweep's (T,)
 
 
 @dataclass(frozen=True)
 class Tuning:
-    """What :func:`tune_step` measured: the chosen multiplier and the score of each one."""
+    """What :func:`tune_step` measured: the chosen multiplier and the score of each one.
+
+    ``grid`` is every multiplier tried, ascending (the initial grid plus its extensions);
+    ``interior``: the chosen one has a tried neighbour on both sides, so the tuning bracketed the
+    optimum; ``extensions``: how many times the grid grew.
+    """
 
     method: str
     multiplier: float
@@ -246,6 +257,38 @@ class Tuning:
     scores: tuple[float, ...]  # the statistic of the metric at horizon T, per multiplier
     T: int
     seeds: int
+    interior: bool = False
+    extensions: int = 0
+
+
+def _score_block(
+    method: str,
+    oracle: NoisyOracle,
+    rule: Mapping[str, Any],
+    factors: Sequence[float],
+    T: int,
+    seeds: int,
+    metric: str,
+    statistic: str,
+    rng: np.random.Generator,
+) -> list[float]:
+    """The statistic of ``metric`` per multiplier, every multiplier at once, one block of rows each."""
+    block = dict(rule)
+    block["lr"] = rule["lr"] * np.repeat(np.asarray(factors, dtype=float), seeds)[:, None]
+    values = run_horizon(method, oracle, T, seeds * len(factors), block, rng)[metric]
+    scores = _statistic(values.reshape(len(factors), seeds), statistic)
+    return [float(s) if math.isfinite(s) else math.inf for s in scores]
+
+
+def _edge_extension(grid: Sequence[float], scores: Sequence[float], step: float) -> float | None:
+    """The multiplier to try next: one ``step`` beyond the grid's edge when the best score sits
+    there, else None (the best has a neighbour on both sides)."""
+    best = int(np.argmin(scores))  # first minimum: the smaller multiplier on ties
+    if best == 0:
+        return grid[0] / step
+    if best == len(grid) - 1:
+        return grid[-1] * step
+    return None
 
 
 def tune_step(
@@ -256,37 +299,53 @@ def tune_step(
     seeds: int = 16,
     *,
     grid: Sequence[float] = TUNING_GRID,
+    extensions: int = TUNING_EXTENSIONS,
     metric: str = "avg_grad_norm_l2",
     statistic: str = "mean",
     p: float | None = None,
     coordinatewise: bool = True,
     seed: int = 0,
 ) -> Tuning:
-    """Pick the multiplier of ``method``'s default step (from ``grid``) that minimises the statistic
-    of ``metric`` after ``T`` steps, on ``seeds`` tuning streams of their own.
+    """Pick the multiplier of ``method``'s default step that minimises the statistic of ``metric``
+    after ``T`` steps, on ``seeds`` tuning streams of their own.
 
-    Every method gets the same grid, horizon and seeds (equal tuning effort). The tuning noise comes
-    from ``SeedSequence(seed, spawn_key=(T, 1))``, disjoint from every stream :func:`rate_sweep`
-    evaluates on (``spawn_key=(T,)``). The multipliers run at once, one block of rows each. A
-    multiplier with a diverged seed scores ``inf``; ties go to the smaller multiplier.
+    Every method gets the same grid, extension rule, horizon and seeds (equal tuning effort). When
+    the best multiplier is the grid's smallest (largest), the multiplier :data:`TUNING_STEP` times
+    smaller (larger) is tried too, up to ``extensions`` times, so the choice is bracketed unless the
+    extensions run out (``Tuning.interior`` says which). The tuning noise comes from
+    ``SeedSequence(seed, spawn_key=(T, 1, k))`` for the k-th extension (k = 0: the grid), disjoint
+    from every stream :func:`rate_sweep` evaluates on (``spawn_key=(T,)``). A multiplier with a
+    diverged seed scores ``inf``; ties go to the smaller multiplier.
     """
     _validate([1, 2, 3], seeds, metric, statistic, 3)
     if not (isinstance(T, int) and T >= 1):
         raise ValueError(f"T must be an integer >= 1, got {T!r}")
-    factors = tuple(float(m) for m in grid)
+    if not (isinstance(extensions, int) and extensions >= 0):
+        raise ValueError(f"extensions must be an integer >= 0, got {extensions!r}")
+    factors = sorted(float(m) for m in grid)
     if not factors or not all(math.isfinite(m) and m > 0 for m in factors):
         raise ValueError(f"grid must hold finite multipliers > 0, got {list(grid)}")
     oracle = NoisyOracle(problem, noise, coordinatewise=coordinatewise)
     rule = theory_params(
         method, T, p=p, L=problem.L, Delta=problem.Delta, sigma=oracle.vector_scale(), d=problem.d
     )
-    rule["lr"] = rule["lr"] * np.repeat(factors, seeds)[:, None]
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(T, _TUNING_STREAM)))
-    values = run_horizon(method, oracle, T, seeds * len(factors), rule, rng)[metric]
-    scores = _statistic(values.reshape(len(factors), seeds), statistic)
-    scores = np.where(np.isfinite(scores), scores, np.inf)
-    best = int(np.argmin(scores))  # first minimum: the smaller multiplier on ties
-    return Tuning(method, factors[best], factors, tuple(map(float, scores)), T, seeds)
+
+    def score(block: Sequence[float], k: int) -> list[float]:
+        key = (T, _TUNING_STREAM) if k == 0 else (T, _TUNING_STREAM, k)
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
+        return _score_block(method, oracle, rule, block, T, seeds, metric, statistic, rng)
+
+    scores = score(factors, 0)
+    done = 0
+    while done < extensions and (nxt := _edge_extension(factors, scores, TUNING_STEP)) is not None:
+        done += 1
+        new = score([nxt], done)[0]
+        at = 0 if nxt < factors[0] else len(factors)
+        factors.insert(at, nxt)
+        scores.insert(at, new)
+    best = int(np.argmin(scores))
+    interior = 0 < best < len(factors) - 1
+    return Tuning(method, factors[best], tuple(factors), tuple(scores), T, seeds, interior, done)
 
 
 @dataclass(frozen=True)
@@ -375,7 +434,9 @@ def compare_to_theory(
 __all__ = [
     "DEFAULT_TOLERANCE",
     "METRICS",
+    "TUNING_EXTENSIONS",
     "TUNING_GRID",
+    "TUNING_STEP",
     "RateResult",
     "Tuning",
     "Verdict",
