@@ -1,16 +1,18 @@
 """AdaS on two CPU processes with gloo: DDP (replicated) and DTensor-sharded parameters (FSDP2's
 layout) must step exactly as one process does, λ included.
 
-The workers are *spawned* (a fresh interpreter each), not forked: forked workers hung in CI's one
-shared pytest process once other packages' tests had started threads. One pair of workers runs all
-three cases in one process group, so the interpreters start once for the module. This module
+The workers are fresh interpreters running this file as a script, not forked: forked workers hung
+in CI's one shared pytest process once other packages' tests had started threads, and spawned ones
+cannot unpickle a function of a test module imported with ``--import-mode=importlib``. One pair of
+workers runs all three cases in one process group, so the interpreters start once for the module. This module
 alone took 58 s of CPU (two fresh interpreters importing torch and torch.distributed.tensor), the
 rest of the suite 37 s: together past the fast suite's 60 s, so the module is marked slow.
 """
 
 import importlib.util
-import multiprocessing
-import time
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -108,20 +110,18 @@ TIMEOUT_S = 600
 def two_processes(tmp_path_factory):
     """Per rank, ``{case: (parameters, λs)}`` after STEPS steps in two spawned gloo processes."""
     tmp = tmp_path_factory.mktemp("gloo")
-    ctx = multiprocessing.get_context("spawn")
     outs = [tmp / f"rank{r}.pt" for r in range(WORLD)]
-    procs = [ctx.Process(target=worker, args=(r, tmp / "store", outs[r])) for r in range(WORLD)]
-    for proc in procs:
-        proc.start()
-    deadline = time.monotonic() + TIMEOUT_S
-    for proc in procs:
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    alive = [proc for proc in procs if proc.is_alive()]
-    for proc in alive:
-        proc.terminate()
-        proc.join()
-    assert not alive, f"{len(alive)} worker(s) still running after {TIMEOUT_S} s: terminated"
-    assert [proc.exitcode for proc in procs] == [0] * WORLD, "a worker failed (see its stderr)"
+    procs = [
+        subprocess.Popen([sys.executable, __file__, str(r), str(tmp / "store"), str(outs[r])])
+        for r in range(WORLD)
+    ]
+    try:
+        codes = [proc.wait(timeout=TIMEOUT_S) for proc in procs]
+    except subprocess.TimeoutExpired:
+        for proc in procs:
+            proc.kill()
+        raise AssertionError(f"a worker still ran after {TIMEOUT_S} s: killed") from None
+    assert codes == [0] * WORLD, f"a worker failed (see its stderr): exit codes {codes}"
     return [torch.load(o) for o in outs]
 
 
@@ -152,3 +152,7 @@ def test_sharded_steps_equal_single_process(two_processes, foreach):
         for p, e in zip(params, expected, strict=True):
             torch.testing.assert_close(p, e, atol=1e-6, rtol=1e-5)
         assert got_lams == pytest.approx(lams, rel=1e-5)
+
+
+if __name__ == "__main__":  # one worker: rank, store file, output file (see two_processes)
+    worker(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
