@@ -127,6 +127,11 @@ def test_fit_ensemble_improves_on_its_initialisation():
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (issue 21): stage 1 does not learn the wind force from one-step predictions; "
+    "measured 2026-12-01: error / zero-force error 1.06 at 30 epochs, 0.67 at 100, 0.55 at 300",
+)
 def test_fit_ensemble_learns_the_wind_force():
     plant = wm.systems.PFAR()
     data = wm.data.generate(plant, wm.tasks.BetaWind(), n_traj=2, T=2.0, dt=0.02, seed=0)
