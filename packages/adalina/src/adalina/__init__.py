@@ -22,7 +22,9 @@ from adalina.estimators import (
 from adalina.exact import exact_semivalue, linear_coefficients
 from adalina.games import DataValuationGame, Game, MarginalGame, TabularGame, evaluate
 from adalina.sampling import kernel_size_distribution, sampling_distribution
+from adalina.interop import to_interaction_values
 from adalina.semivalues import SemiValue, paper_semivalues
+from adalina.stopping import AbsoluteStandardError
 from adalina.trees import TreeGame
 
 try:
@@ -32,6 +34,7 @@ except PackageNotFoundError:  # a source tree that is not installed
 
 __all__ = [
     "AME",
+    "AbsoluteStandardError",
     "MSR",
     "OFA",
     "Adalina",
@@ -57,4 +60,5 @@ __all__ = [
     "linear_coefficients",
     "paper_semivalues",
     "sampling_distribution",
+    "to_interaction_values",
 ]

@@ -26,10 +26,20 @@ from adalina.estimators import (
     NotFittedError,
     RandomState,
     SemiValueApproximator,
+    StoppingRule,
     _ExtremesMixin,
 )
 from adalina.sampling import draw_coalitions, kernel_size_distribution, sampling_distribution
 from adalina.semivalues import SemiValue, SemiValueLike, check_n_players
+
+
+def _mean_stderr(total: np.ndarray, total_sq: np.ndarray, count: np.ndarray | int) -> np.ndarray:
+    """Standard error of a mean from its running sum and sum of squares (``count >= 2``)."""
+    count = np.asarray(count, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        var = np.maximum(total_sq / count - mean**2, 0.0) * count / (count - 1)
+        return np.where(count >= 2, np.sqrt(var / count), 0.0)
 
 
 def _require(sv: SemiValue, kind: str, estimator: str) -> None:
@@ -48,11 +58,19 @@ class ShapIQ(LinearSpaceEstimator):
         n: int,
         semivalue: SemiValueLike = "shapley",
         *,
+        budget: str = "draws",
+        stopping: StoppingRule | None = None,
         batch_size: int = 100,
         random_state: RandomState = None,
     ) -> None:
         super().__init__(
-            n, semivalue, gamma="empty", batch_size=batch_size, random_state=random_state
+            n,
+            semivalue,
+            gamma="empty",
+            budget=budget,
+            stopping=stopping,
+            batch_size=batch_size,
+            random_state=random_state,
         )
 
     def _q(self) -> np.ndarray:
@@ -98,6 +116,11 @@ class KernelSHAPUnbiased(_ExtremesMixin, SemiValueApproximator):
         self._ref, self._u_empty, self._u_full = None, None, None
         self._sum_z = np.zeros(self._n)
         self._sum_zu = np.zeros(self._n)
+        # for standard errors: with c = U - U(∅) and s = |S|, the estimate is the mean of
+        # t_i = c (z_i - s/n) / diag (the projected A^{-1} is (I - 11ᵀ/n) / diag), plus a constant
+        self._sum_cs = 0.0
+        self._sum_c2z, self._sum_c2sz = np.zeros(self._n), np.zeros(self._n)
+        self._sum_c2s2 = 0.0
         self._m = 0
 
     def _draw(self, k: int) -> np.ndarray:
@@ -108,6 +131,22 @@ class KernelSHAPUnbiased(_ExtremesMixin, SemiValueApproximator):
         self._sum_z += masks.sum(axis=0)
         self._sum_zu += centred @ masks
         self._m += masks.shape[0]
+        c = centred - (self._u_empty or 0.0)  # approximate queries U(∅) in the first batch
+        s = masks.sum(axis=1).astype(float)
+        self._sum_cs += float(c @ s)
+        self._sum_c2z += (c * c) @ masks
+        self._sum_c2sz += (c * c * s) @ masks
+        self._sum_c2s2 += float((c * c) @ (s * s))
+
+    def _std_error(self) -> np.ndarray | None:
+        if self._m < 2 or self._u_empty is None:
+            return None
+        n, m = self._n, self._m
+        sum_cz = self._sum_zu - self._u_empty * self._sum_z
+        mean = (sum_cz - self._sum_cs / n) / m
+        mean_sq = (self._sum_c2z - 2 * self._sum_c2sz / n + self._sum_c2s2 / n**2) / m
+        var = np.maximum(mean_sq - mean**2, 0.0) * m / (m - 1)
+        return np.sqrt(var / m) / self._diag
 
     def _estimate(self) -> np.ndarray:
         u_empty, u_full = self._extremes()
@@ -142,7 +181,8 @@ class MSR(SemiValueApproximator):
         n = self._n
         self._ref: float | None = None
         self._sum_in, self._cnt_in = np.zeros(n), np.zeros(n)
-        self._sum_all, self._m = 0.0, 0
+        self._sq_in = np.zeros(n)
+        self._sum_all, self._sq_all, self._m = 0.0, 0.0, 0
 
     def _draw(self, k: int) -> np.ndarray:
         assert self._sv.p is not None  # checked in _validate
@@ -153,9 +193,20 @@ class MSR(SemiValueApproximator):
             self._ref = float(values[0])
         centred = values - self._ref
         self._sum_in += centred @ masks
+        self._sq_in += (centred * centred) @ masks
         self._cnt_in += masks.sum(axis=0)
         self._sum_all += float(centred.sum())
+        self._sq_all += float(centred @ centred)
         self._m += masks.shape[0]
+
+    def _std_error(self) -> np.ndarray | None:
+        # the two means use disjoint samples: their variances add
+        if self._m < 2:
+            return None
+        cnt_out = self._m - self._cnt_in
+        inside = _mean_stderr(self._sum_in, self._sq_in, self._cnt_in)
+        outside = _mean_stderr(self._sum_all - self._sum_in, self._sq_all - self._sq_in, cnt_out)
+        return np.sqrt(inside**2 + outside**2)
 
     def _estimate(self) -> np.ndarray:
         mean_all = self._sum_all / self._m
@@ -180,6 +231,7 @@ class AME(SemiValueApproximator):
     def _reset(self) -> None:
         super()._reset()
         self._sum_au = np.zeros(self._n)
+        self._sum_au_sq = np.zeros(self._n)
         self._m = 0
 
     def _draw(self, k: int) -> np.ndarray:
@@ -201,10 +253,14 @@ class AME(SemiValueApproximator):
         t = self._pending_t[: masks.shape[0]]
         a = np.where(masks, 1.0 / t[:, None], -1.0 / (1.0 - t[:, None]))
         self._sum_au += values @ a
+        self._sum_au_sq += (values * values) @ (a * a)
         self._m += masks.shape[0]
 
     def _estimate(self) -> np.ndarray:
         return self._sum_au / self._m
+
+    def _std_error(self) -> np.ndarray | None:
+        return None if self._m < 2 else _mean_stderr(self._sum_au, self._sum_au_sq, self._m)
 
 
 class OFA(_ExtremesMixin, SemiValueApproximator):
@@ -227,6 +283,7 @@ class OFA(_ExtremesMixin, SemiValueApproximator):
         self._ref, self._u_empty, self._u_full = None, None, None
         self._sum_in, self._cnt_in = np.zeros(n * (n + 1)), np.zeros(n * (n + 1))
         self._sum_out, self._cnt_out = np.zeros(n * (n + 1)), np.zeros(n * (n + 1))
+        self._sq_in, self._sq_out = np.zeros(n * (n + 1)), np.zeros(n * (n + 1))
         self._sum_all, self._m = 0.0, 0
 
     def _draw(self, k: int) -> np.ndarray:
@@ -243,6 +300,8 @@ class OFA(_ExtremesMixin, SemiValueApproximator):
         self._cnt_in += np.bincount(flat[masks], minlength=size)
         self._sum_out += np.bincount(flat[~masks], u[~masks], minlength=size)
         self._cnt_out += np.bincount(flat[~masks], minlength=size)
+        self._sq_in += np.bincount(flat[masks], u[masks] ** 2, minlength=size)
+        self._sq_out += np.bincount(flat[~masks], u[~masks] ** 2, minlength=size)
         self._sum_all += float(centred.sum())
         self._m += masks.shape[0]
 
@@ -259,6 +318,18 @@ class OFA(_ExtremesMixin, SemiValueApproximator):
         s = np.arange(1, n)
         phi = mean_in[:, s] @ w[s - 1] - mean_out[:, s] @ w[s]
         return phi + w[n - 1] * u_full - w[0] * u_empty
+
+    def _std_error(self) -> np.ndarray | None:
+        # strata are sampled independently given their counts; a stratum seen fewer than twice
+        # contributes no variance (it is rare once m is a few times n^2)
+        if self._m < 2:
+            return None
+        n, w = self._n, self._w
+        shape = (n, n + 1)
+        se_in = _mean_stderr(self._sum_in, self._sq_in, self._cnt_in).reshape(shape)
+        se_out = _mean_stderr(self._sum_out, self._sq_out, self._cnt_out).reshape(shape)
+        s = np.arange(1, n)
+        return np.sqrt(se_in[:, s] ** 2 @ w[s - 1] ** 2 + se_out[:, s] ** 2 @ w[s] ** 2)
 
 
 class PermutationSampling(_ExtremesMixin, SemiValueApproximator):
@@ -288,6 +359,7 @@ class PermutationSampling(_ExtremesMixin, SemiValueApproximator):
         n = self._n
         self._ref, self._u_empty, self._u_full = None, None, None
         self._acc, self._first, self._last = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._acc_sq = np.zeros(n)
         self._perms = 0
 
     def _draw(self, k: int) -> np.ndarray:
@@ -307,10 +379,20 @@ class PermutationSampling(_ExtremesMixin, SemiValueApproximator):
         # of the prefixes, the last one in none
         rank = (n - 1) - chains.sum(axis=1)
         steps = np.diff(v, axis=1, prepend=0.0, append=0.0)  # v_0, v_1 - v_0, ..., -v_{n-2}
-        self._acc += np.take_along_axis(steps, rank, axis=1).sum(axis=0)
+        taken = np.take_along_axis(steps, rank, axis=1)
+        self._acc += taken.sum(axis=0)
         self._first += (rank == 0).sum(axis=0)
         self._last += (rank == n - 1).sum(axis=0)
         self._perms += chains.shape[0]
+        # each permutation's marginal contributions, the extremes included (queried first)
+        u_empty, u_full = self._u_empty or 0.0, self._u_full or 0.0
+        full = taken + u_full * (rank == n - 1) - u_empty * (rank == 0)
+        self._acc_sq += (full * full).sum(axis=0)
+
+    def _std_error(self) -> np.ndarray | None:
+        if self._perms < 2:
+            return None
+        return _mean_stderr(self._estimate() * self._perms, self._acc_sq, self._perms)
 
     def _estimate(self) -> np.ndarray:
         u_empty, u_full = self._extremes()

@@ -3,8 +3,8 @@
 ``U(S)`` is the model's output at ``x`` when the features outside ``S`` are marginalised by the
 training-sample proportions stored in the trees (TreeSHAP's ``tree_path_dependent`` semantics, the
 utility of the paper's experiments): at a split on a present feature follow ``x``; on an absent one,
-take both children weighted by ``weighted_n_node_samples``. Every node is visited once per batch,
-with one probability per coalition, so a batch costs ``O(nodes x batch)``.
+take both children weighted by ``weighted_n_node_samples``. A batch costs ``O(nodes x batch)`` time
+and ``O(depth x batch)`` memory (a depth-first walk that keeps only the pending nodes' vectors).
 """
 
 from __future__ import annotations
@@ -42,24 +42,34 @@ def _raw_output(model: Any, x: np.ndarray, output: int) -> float:
 def path_dependent_values(
     tree: Any, leaf_values: np.ndarray, x: np.ndarray, masks: np.ndarray
 ) -> np.ndarray:
-    """One fitted ``sklearn.tree._tree.Tree``'s path-dependent output for each coalition row."""
+    """One fitted ``sklearn.tree._tree.Tree``'s path-dependent output for each coalition row.
+
+    A depth-first walk that holds one probability vector per pending node on the current path
+    (``O(depth x batch)`` memory, not ``O(nodes x batch)``: a fully grown tree on 20k rows has
+    ~40k nodes but depth ~40), and skips a subtree no coalition reaches.
+    """
     left, right = tree.children_left, tree.children_right
     feature, threshold = tree.feature, tree.threshold
     weight = tree.weighted_n_node_samples
-    prob = np.zeros((tree.node_count, masks.shape[0]))
-    prob[0] = 1.0
+    present = np.ascontiguousarray(masks.T)  # one contiguous row per feature
     out = np.zeros(masks.shape[0])
-    # sklearn numbers children after their parent, so one pass in index order sees every parent first
-    for node in range(tree.node_count):
-        p = prob[node]
-        if left[node] == -1:
-            out += p * leaf_values[node]
-            continue
-        f = feature[node]
-        go_left = float(x[f] <= threshold[node])
-        to_left = np.where(masks[:, f], go_left, weight[left[node]] / weight[node])
-        prob[left[node]] = p * to_left
-        prob[right[node]] = p * (1.0 - to_left)
+    stack: list[tuple[int, np.ndarray]] = [(0, np.ones(masks.shape[0]))]
+    while stack:
+        node, p = stack.pop()
+        while left[node] != -1:
+            f = feature[node]
+            go_left = x[f] <= threshold[node]
+            # present feature: follow x (prob 1 on its side, 0 on the other); absent: both sides,
+            # weighted by the training samples that went each way
+            share = weight[left[node]] / weight[node]
+            to_left = np.where(present[f], 1.0 if go_left else 0.0, share)
+            p_left, p_right = p * to_left, p * (1.0 - to_left)
+            near, far = (left[node], right[node]) if go_left else (right[node], left[node])
+            p_near, p_far = (p_left, p_right) if go_left else (p_right, p_left)
+            if p_far.any():
+                stack.append((far, p_far))
+            node, p = near, p_near
+        out += p * leaf_values[node]
     return out
 
 
@@ -130,8 +140,8 @@ class TreeGame(Game):
         return total
 
     def value_function(self, masks: np.ndarray) -> np.ndarray:
-        # bound the (nodes x coalitions) probability buffer for deep trees
-        chunk = 4096
+        # the walk holds depth x chunk floats; chunking the coalitions bounds it for deep trees
+        chunk = 1 << 15
         parts = [
             self._evaluate(self._trees, masks[i : i + chunk]) for i in range(0, len(masks), chunk)
         ]
