@@ -4,10 +4,14 @@ import numpy as np
 import pytest
 from adalina import (
     AME,
+    ARM,
+    GELS,
     MSR,
     OFA,
     AbsoluteStandardError,
     Adalina,
+    GELSShapley,
+    KernelSHAPMV,
     KernelSHAPUnbiased,
     LinearApprox,
     MSRProb,
@@ -56,6 +60,10 @@ def test_adalina_95_percent_intervals_cover_the_exact_values(game, sv, include_e
         (lambda s: KernelSHAPUnbiased(N, random_state=s), "shapley"),
         (lambda s: PermutationSampling(N, random_state=s), "shapley"),
         (lambda s: OFA(N, (1, 4), random_state=s), (1, 4)),
+        (lambda s: ARM(N, 0.3, random_state=s), 0.3),
+        (lambda s: GELS(N, (4, 1), random_state=s), (4, 1)),
+        (lambda s: GELSShapley(N, random_state=s), "shapley"),
+        (lambda s: KernelSHAPMV(N, random_state=s), "shapley"),
     ],
 )
 def test_every_baseline_returns_standard_errors_that_cover(game, make, sv):

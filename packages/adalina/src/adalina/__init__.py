@@ -9,7 +9,18 @@ marginal features) and data valuation.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from adalina.baselines import AME, MSR, OFA, KernelSHAPUnbiased, PermutationSampling, ShapIQ
+from adalina.baselines import (
+    AME,
+    ARM,
+    GELS,
+    MSR,
+    OFA,
+    GELSShapley,
+    KernelSHAPMV,
+    KernelSHAPUnbiased,
+    PermutationSampling,
+    ShapIQ,
+)
 from adalina.estimators import (
     Adalina,
     LinearApprox,
@@ -34,12 +45,16 @@ except PackageNotFoundError:  # a source tree that is not installed
 
 __all__ = [
     "AME",
+    "ARM",
+    "GELS",
     "AbsoluteStandardError",
     "MSR",
     "OFA",
     "Adalina",
     "DataValuationGame",
+    "GELSShapley",
     "Game",
+    "KernelSHAPMV",
     "KernelSHAPUnbiased",
     "LinearApprox",
     "LinearSpaceEstimator",

@@ -399,3 +399,275 @@ class PermutationSampling(_ExtremesMixin, SemiValueApproximator):
         if self._perms == 0:
             raise NotFittedError("no permutation sampled yet")
         return (self._acc + u_full * self._last - u_empty * self._first) / self._perms
+
+
+class KernelSHAPMV(_ExtremesMixin, SemiValueApproximator):
+    """KernelSHAP as an approximate matrix-vector product (``kernelSHAP_MV``, arXiv 2506.05216).
+
+    Shapley value only. Sizes ``s = 1..n-1`` from ``sampling``: ``"geomean"`` (``q_s ∝
+    1/sqrt(s(n-s))``, the variant in the paper's figures and the official default; it equals
+    Adalina's Shapley ``q``), ``"kernel"`` (``∝ 1/(s(n-s))``) or ``"leverage"`` (uniform). The
+    estimate is ``mean[(1_S - s/n)(U(S) - c s) scale_s] + (U([n]) - U(∅))/n`` with
+    ``c = (U([n]) - U(∅))/n`` (``control="diff"``, the default) or ``c = 0`` (``"zero"``, the
+    unbiased KernelSHAP of Covert & Lee for ``sampling="kernel"``). O(n) state.
+    """
+
+    name = "kernelshap-mv"
+    SAMPLINGS = ("geomean", "kernel", "leverage")
+
+    def __init__(
+        self,
+        n: int,
+        semivalue: SemiValueLike = "shapley",
+        *,
+        sampling: str = "geomean",
+        control: str = "diff",
+        budget: str = "draws",
+        stopping: StoppingRule | None = None,
+        batch_size: int = 100,
+        random_state: RandomState = None,
+    ) -> None:
+        super().__init__(
+            n,
+            semivalue,
+            budget=budget,
+            stopping=stopping,
+            batch_size=batch_size,
+            random_state=random_state,
+        )
+        self.sampling = sampling
+        self.control = control
+
+    def _validate(self) -> None:
+        super()._validate()
+        _require(self._sv, "shapley", "KernelSHAP-MV")
+        if self.sampling not in self.SAMPLINGS:
+            raise ValueError(f"sampling must be one of {self.SAMPLINGS}, got {self.sampling!r}")
+        if self.control not in ("diff", "zero"):
+            raise ValueError(f"control must be 'diff' or 'zero', got {self.control!r}")
+        n = self._n
+        s = np.arange(1, n, dtype=float)
+        if self.sampling == "geomean":
+            root = 1.0 / np.sqrt(s * (n - s))
+            self._size_q, self._scale = root / root.sum(), root * root.sum() * n
+        elif self.sampling == "kernel":
+            self._size_q = kernel_size_distribution(n)
+            self._scale = np.full(n - 1, 2.0 * float(np.sum(1.0 / s)))
+        else:
+            self._size_q = np.full(n - 1, 1.0 / (n - 1))
+            self._scale = n * (n - 1) / (s * (n - s))
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._ref, self._u_empty, self._u_full = None, None, None
+        self._sum_t, self._sum_t2 = np.zeros(self._n), np.zeros(self._n)
+        self._m = 0
+
+    def _draw(self, k: int) -> np.ndarray:
+        return draw_coalitions(self._rng, k, self._n, self._size_q, np.arange(1, self._n))
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        masks, centred = self._take_extremes(masks, values)
+        if masks.shape[0] == 0:
+            return
+        u_empty, u_full = self._extremes()  # queried in the first batch
+        n = self._n
+        c = (u_full - u_empty) / n if self.control == "diff" else 0.0
+        raw = centred + (self._ref or 0.0)  # the official code uses the raw utility
+        s = masks.sum(axis=1)
+        weight = (raw - c * s) * self._scale[s - 1]
+        t = (masks - s[:, None] / n) * weight[:, None]
+        self._sum_t += t.sum(axis=0)
+        self._sum_t2 += (t * t).sum(axis=0)
+        self._m += masks.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        u_empty, u_full = self._extremes()
+        if self._m == 0:
+            raise NotFittedError("no sampled coalition seen yet")
+        return self._sum_t / self._m + (u_full - u_empty) / self._n
+
+    def _std_error(self) -> np.ndarray | None:
+        return None if self._m < 2 else _mean_stderr(self._sum_t, self._sum_t2, self._m)
+
+
+class ARM(SemiValueApproximator):
+    """ARM (approximation without requesting marginals; Kolpaczki et al. 2024, any semi-value).
+
+    Each unit queries two coalitions: ``S_L`` with ``P(|S_L| = s) ∝ w_{s-1}/s`` (``s = 1..n``) and
+    ``S_R`` with ``P(|S_R| = s) ∝ w_s/(n-s)`` (``s = 0..n-1``); then
+    ``phi_i = mean(U(S_L) | i ∈ S_L) - mean(U(S_R) | i ∉ S_R)`` (the official ``ARM``). A player
+    not yet seen on a side takes that side's overall mean. O(n) state.
+    """
+
+    name = "arm"
+    n_extreme_queries = 0
+    _unit = 2
+
+    @property
+    def min_budget(self) -> int:
+        return 4
+
+    def _validate(self) -> None:
+        super()._validate()
+        n = self._n
+        w = self._sv.weights(n)
+        k = np.arange(1, n + 1, dtype=float)
+        left, right = w / k, w / k[::-1]
+        self._q_left, self._q_right = left / left.sum(), right / right.sum()
+
+    def _reset(self) -> None:
+        super()._reset()
+        n = self._n
+        self._ref: float | None = None
+        # [side, player]: side 0 = U(S_L) with i ∈ S_L, side 1 = U(S_R) with i ∉ S_R
+        self._sum, self._sq, self._cnt = np.zeros((2, n)), np.zeros((2, n)), np.zeros((2, n))
+        self._side_sum, self._m = np.zeros(2), 0
+
+    def _draw(self, k: int) -> np.ndarray:
+        n, pairs = self._n, k // 2
+        left = draw_coalitions(self._rng, pairs, n, self._q_left, np.arange(1, n + 1))
+        right = draw_coalitions(self._rng, pairs, n, self._q_right, np.arange(0, n))
+        both = np.empty((2 * pairs, n), dtype=bool)
+        both[0::2], both[1::2] = left, right
+        return both
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        if self._ref is None:
+            self._ref = float(values[0])
+        u = (values - self._ref).reshape(-1, 2)
+        sides = (masks[0::2], ~masks[1::2])
+        for j, member in enumerate(sides):
+            self._sum[j] += u[:, j] @ member
+            self._sq[j] += (u[:, j] ** 2) @ member
+            self._cnt[j] += member.sum(axis=0)
+            self._side_sum[j] += float(u[:, j].sum())
+        self._m += u.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        if self._m == 0:
+            raise NotFittedError("no sampled pair seen yet")
+        fallback = self._side_sum / self._m
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(self._cnt > 0, self._sum / self._cnt, fallback[:, None])
+        return means[0] - means[1]
+
+    def _std_error(self) -> np.ndarray | None:
+        if self._m < 2:
+            return None
+        se = _mean_stderr(self._sum, self._sq, self._cnt)  # two independent samples per unit
+        return np.sqrt(se[0] ** 2 + se[1] ** 2)
+
+
+class GELS(SemiValueApproximator):
+    """GELS (Li & Yu, Algorithm 2 of "Faster approximation of probabilistic and distributional
+    values via least squares"; any semi-value).
+
+    A dummy player ``n`` joins the game; sizes ``s = 1..n`` of the ``n + 1`` players are drawn with
+    ``q_s ∝ w_{s-1} / (s (n+1-s))``, the coalition without the dummy is queried, and
+    ``phi_i = C (mean(U | i ∈ S) - mean(U | n ∈ S))`` with ``C = sum_k n w_k / (n - k)``. The
+    standard error ignores the covariance of the two means (it is positive, so the interval is
+    conservative). O(n) state.
+    """
+
+    name = "gels"
+    n_extreme_queries = 0
+
+    @property
+    def min_budget(self) -> int:
+        return 2
+
+    def _validate(self) -> None:
+        super()._validate()
+        n = self._n
+        w = self._sv.weights(n)
+        self._scalar = float(np.sum(n * w / np.arange(n, 0, -1)))
+        s = np.arange(1, n + 1, dtype=float)
+        q = w / (s * (n + 1 - s))
+        self._size_q = q / q.sum()
+
+    def _reset(self) -> None:
+        super()._reset()
+        n = self._n
+        self._ref: float | None = None
+        self._sum, self._sq, self._cnt = np.zeros(n + 1), np.zeros(n + 1), np.zeros(n + 1)
+        self._sum_all, self._m = 0.0, 0
+        self._pending_dummy = np.zeros(0, dtype=bool)
+
+    def _draw(self, k: int) -> np.ndarray:
+        n = self._n
+        extended = draw_coalitions(self._rng, k, n + 1, self._size_q, np.arange(1, n + 1))
+        self._pending_dummy = extended[:, n]
+        return extended[:, :n]
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        if self._ref is None:
+            self._ref = float(values[0])
+        u = values - self._ref
+        member = np.column_stack([masks, self._pending_dummy[: masks.shape[0]]])
+        self._sum += u @ member
+        self._sq += (u * u) @ member
+        self._cnt += member.sum(axis=0)
+        self._sum_all += float(u.sum())
+        self._m += masks.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        if self._m == 0:
+            raise NotFittedError("no sampled coalition seen yet")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(self._cnt > 0, self._sum / self._cnt, self._sum_all / self._m)
+        return self._scalar * (means[:-1] - means[-1])
+
+    def _std_error(self) -> np.ndarray | None:
+        if self._m < 2:
+            return None
+        se = _mean_stderr(self._sum, self._sq, self._cnt)
+        return self._scalar * np.sqrt(se[:-1] ** 2 + se[-1] ** 2)
+
+
+class GELSShapley(_ExtremesMixin, SemiValueApproximator):
+    """GELS for the Shapley value (Li & Yu, Algorithm 3): sizes ``q_s ∝ 1/(s(n-s))``,
+    ``phi_i = H_{n-1} mean(U | i ∈ S) + (U([n]) - U(∅) - sum_j H_{n-1} mean(U | j ∈ S)) / n``.
+
+    The standard error is that of the first term (the efficiency offset is shared by all players).
+    """
+
+    name = "gels-shapley"
+
+    def _validate(self) -> None:
+        super()._validate()
+        _require(self._sv, "shapley", "GELS-Shapley")
+        self._size_q = kernel_size_distribution(self._n)
+        self._harmonic = float(np.sum(1.0 / np.arange(1, self._n)))
+
+    def _reset(self) -> None:
+        super()._reset()
+        n = self._n
+        self._ref, self._u_empty, self._u_full = None, None, None
+        self._sum, self._sq, self._cnt = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._sum_all, self._m = 0.0, 0
+
+    def _draw(self, k: int) -> np.ndarray:
+        return draw_coalitions(self._rng, k, self._n, self._size_q, np.arange(1, self._n))
+
+    def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
+        masks, u = self._take_extremes(masks, values)
+        self._sum += u @ masks
+        self._sq += (u * u) @ masks
+        self._cnt += masks.sum(axis=0)
+        self._sum_all += float(u.sum())
+        self._m += masks.shape[0]
+
+    def _estimate(self) -> np.ndarray:
+        u_empty, u_full = self._extremes()
+        if self._m == 0:
+            raise NotFittedError("no sampled coalition seen yet")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(self._cnt > 0, self._sum / self._cnt, self._sum_all / self._m)
+        first = self._harmonic * means
+        return first + (u_full - u_empty - first.sum()) / self._n
+
+    def _std_error(self) -> np.ndarray | None:
+        if self._m < 2:
+            return None
+        return self._harmonic * _mean_stderr(self._sum, self._sq, self._cnt)
