@@ -290,3 +290,19 @@ def test_tree_game_peak_memory_target_on_a_25k_node_tree():
     result = bench.measure(rows=12_500, coalitions=16_384)
     assert result["nodes"] >= 24_000
     assert result["peak_mib"] < 100  # issue 30's target (0.1: ~790 MiB)
+
+
+@pytest.mark.parametrize("sv", ["shapley", 0.2, (16, 1), (1, 4), (8, 8)])
+def test_exact_tree_semivalue_matches_enumeration(sv):
+    from adalina import exact_tree_semivalue
+    from sklearn.datasets import load_diabetes
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier
+
+    X, y = load_diabetes(return_X_y=True)
+    boosted = GradientBoostingRegressor(n_estimators=5, max_depth=4, random_state=0).fit(X, y)
+    forest = RandomForestClassifier(n_estimators=3, max_depth=6, random_state=0)
+    forest.fit(X, y > np.median(y))
+    for model in (boosted, forest):
+        game = TreeGame(model, X[5])
+        expected = exact_semivalue(game, X.shape[1], sv)
+        np.testing.assert_allclose(exact_tree_semivalue(game, sv), expected, atol=1e-10)

@@ -36,7 +36,7 @@ from adalina.sampling import kernel_size_distribution, sampling_distribution
 from adalina.interop import to_interaction_values
 from adalina.semivalues import SemiValue, paper_semivalues
 from adalina.stopping import AbsoluteStandardError
-from adalina.trees import TreeGame
+from adalina.trees import TreeGame, exact_tree_semivalue
 
 try:
     __version__ = version("adalina")
@@ -71,6 +71,7 @@ __all__ = [
     "__version__",
     "evaluate",
     "exact_semivalue",
+    "exact_tree_semivalue",
     "kernel_size_distribution",
     "linear_coefficients",
     "paper_semivalues",
