@@ -152,8 +152,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 key: _mean_se([r[key] for r in per_seed if key in r])
                 for key in ("error", "seconds", "peak_mib")
             }
-            print(json.dumps({"game": label, "n": n, "budget": budget, "estimator": name,
-                              **rows[name]}), flush=True)
+            print(
+                json.dumps(
+                    {"game": label, "n": n, "budget": budget, "estimator": name, **rows[name]}
+                ),
+                flush=True,
+            )
         summary[label] = {
             "n": n,
             "budget": budget,

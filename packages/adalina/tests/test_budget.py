@@ -67,7 +67,7 @@ def test_evaluation_checkpoints_count_evaluations(game):
 
 
 def test_budget_rule_is_checked(game):
-    with pytest.raises(ValueError, match="budget must be 'draws'.*or 'evaluations'"):
+    with pytest.raises(ValueError, match=r"budget must be 'draws'.*or 'evaluations'"):
         Adalina(N, budget="queries").approximate(100, game)
 
 

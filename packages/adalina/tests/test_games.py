@@ -206,7 +206,7 @@ def test_a_genuine_type_error_is_not_blamed_on_index_lists():
     def game(masks):  # a bug in the user's game, whatever the input
         return masks.astype(float).sum(axis=1) + "oops"
 
-    with pytest.raises(TypeError, match="oops|ufunc|add") as info:
+    with pytest.raises(TypeError, match=r"oops|ufunc|add") as info:
         Adalina(3, random_state=0).approximate(10, game)
     assert "index" not in str(info.value)
 
@@ -235,7 +235,9 @@ def test_data_valuation_setup_errors_are_not_swallowed():
     def bad_scorer(fitted, X_val, y_val):  # a scorer that cannot apply to this model
         raise ValueError("scorer needs predict_proba of shape (rows, 3)")
 
-    game = DataValuationGame(LogisticRegression(), X[:10], y[:10], X[20:], y[20:], scoring=bad_scorer)
+    game = DataValuationGame(
+        LogisticRegression(), X[:10], y[:10], X[20:], y[20:], scoring=bad_scorer
+    )
     with pytest.raises(ValueError, match="scorer needs predict_proba"):
         Adalina(10, random_state=0).approximate(40, game)
 

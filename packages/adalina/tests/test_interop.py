@@ -8,7 +8,6 @@ from adalina import (
     LinearApprox,
     PermutationSampling,
     ShapIQ,
-    TabularGame,
     exact_semivalue,
 )
 from adalina_testgames import rel_error, tabulated

@@ -32,8 +32,8 @@ from adalina.estimators import (
 )
 from adalina.exact import exact_semivalue, linear_coefficients
 from adalina.games import DataValuationGame, Game, MarginalGame, TabularGame, evaluate
-from adalina.sampling import kernel_size_distribution, sampling_distribution
 from adalina.interop import to_interaction_values
+from adalina.sampling import kernel_size_distribution, sampling_distribution
 from adalina.semivalues import SemiValue, paper_semivalues
 from adalina.stopping import AbsoluteStandardError
 from adalina.trees import TreeGame, exact_tree_semivalue
@@ -47,9 +47,9 @@ __all__ = [
     "AME",
     "ARM",
     "GELS",
-    "AbsoluteStandardError",
     "MSR",
     "OFA",
+    "AbsoluteStandardError",
     "Adalina",
     "DataValuationGame",
     "GELSShapley",

@@ -37,7 +37,7 @@ class CoalitionCache:
         return np.asarray(fresh, dtype=np.int64)
 
     def store(self, keys: list[bytes], values: np.ndarray) -> None:
-        self._values.update(zip(keys, values.tolist()))
+        self._values.update(zip(keys, values.tolist(), strict=True))
 
     def lookup(self, keys: list[bytes]) -> np.ndarray:
         return np.fromiter((self._values[k] for k in keys), dtype=float, count=len(keys))

@@ -23,7 +23,7 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -37,8 +37,8 @@ from adalina.sampling import (
 )
 from adalina.semivalues import SemiValue, SemiValueLike, check_n_players
 
-RandomState = int | np.random.Generator | np.random.RandomState | None
-StoppingRule = Callable[[np.ndarray | None, int], bool]
+RandomState: TypeAlias = int | np.random.Generator | np.random.RandomState | None
+StoppingRule: TypeAlias = Callable[[np.ndarray | None, int], bool]
 GAMMA_RULES = ("adaptive", "zero", "midpoint", "empty")
 BUDGET_RULES = ("draws", "evaluations")
 #: in ``budget="evaluations"``, stop after this many draws per unit of budget if too few are new
@@ -737,7 +737,6 @@ class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
         mean = (self._sum_au - self._sum_a * g - k * self._sum_u) / m
         var = np.maximum(mean_sq - mean**2, 0.0) * m / (m - 1)
         return np.sqrt(var / m)
-
 
     @property
     def gamma_(self) -> float:
