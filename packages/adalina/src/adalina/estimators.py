@@ -719,9 +719,9 @@ class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
     def _std_error(self) -> np.ndarray | None:
         # The estimate is a smooth function of sample means, so its standard error is that of the
         # mean of the per-sample influence terms psi = a(S)(U - γ) - k U (the delta method):
-        # k = 0 for a fixed γ; for Adalina's plug-in γ = Ū, k = dphi/dŪ = -(Ā + w_{n-1} - w_0),
-        # which the 0.1 release dropped (its 95 % intervals covered 0.90 of the time).
-        # All the moments needed are O(n) running sums.
+        # k = 0 for a fixed γ; for Adalina's plug-in γ = Ū, k = -dphi/dŪ = Ā + w_{n-1} - w_0.
+        # E[Ā] = -(w_{n-1} - w_0), so k = O(1/sqrt(m)) and the term matters only at small m
+        # (0.1 dropped it). All the moments needed are O(n) running sums.
         if self._m < 2:
             return None
         m, g = self._m, self._centred_gamma()
