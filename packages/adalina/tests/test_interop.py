@@ -1,5 +1,8 @@
 """scikit-learn's estimator protocol and shapiq in both directions (shapiq where it installs)."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from adalina import (
@@ -85,8 +88,20 @@ def test_a_game_with_n_players_must_match_n(game):
 
 
 # -- shapiq -----------------------------------------------------------------------------------------
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def test_the_test_extra_installs_shapiq_so_these_tests_run_in_ci():
+    # 0.2.0 listed shapiq only under `peers`: CI installs `[test]`, so every test below was skipped
+    # (a regex, not tomllib: Python 3.10 is supported)
+    extras = dict(re.findall(r"^(\w+) = \[(.*)\]$", PYPROJECT.read_text(), flags=re.M))
+    assert '"shapiq>=1.4"' in extras["test"]
+    assert '"shapiq>=1.4"' in extras["peers"]
+
+
 @pytest.fixture(scope="module")
 def shapiq():
+    # imported once per module, lazily: the rest of the suite does not pay shapiq's import time
     return pytest.importorskip("shapiq")
 
 
