@@ -1,5 +1,7 @@
 """Standard errors, their coverage on enumerated games, and the stopping rule."""
 
+import warnings
+
 import numpy as np
 import pytest
 from adalina import (
@@ -104,12 +106,30 @@ def test_the_stopping_rule_in_streaming(game):
     assert np.mean(est.stderr_ <= 0.05) >= 0.5
 
 
+def test_the_default_burn_in_waits_until_the_intervals_cover(game):
+    # 0.2.0's burn_in=30 let a loose threshold stop at m ~ 30 = 3.75 n, where 95 % intervals cover
+    # only ~0.91; the default now waits for 20 n samples (coverage >= 0.94, README table)
+    loose = AbsoluteStandardError(threshold=1e6)
+    assert loose.min_samples(N) == 20 * N
+    result = Adalina(N, stopping=loose, batch_size=10, random_state=0).approximate(10_000, game)
+    assert result.converged and 20 * N <= result.n_draws - 2 < 20 * N + 10  # 2: U(∅), U([n])
+    # an explicit small burn_in is honoured but warns where it stops
+    early = AbsoluteStandardError(threshold=1e6, burn_in=30)
+    est = Adalina(N, stopping=early, batch_size=10, random_state=0)
+    with pytest.warns(UserWarning, match=r"stopped at \d+ samples, below 20 x n = 160"):
+        result = est.approximate(10_000, game)
+    assert 30 <= result.n_draws - 2 < 40
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning once the burn-in reaches 20 n
+        AbsoluteStandardError(threshold=1e6, burn_in=20 * N)(np.zeros(N), 20 * N)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
         (dict(threshold=0.0), "threshold must be > 0"),
         (dict(threshold=0.1, fraction=1.5), "fraction must lie in"),
-        (dict(threshold=0.1, burn_in=1), "burn_in must be an int >= 2"),
+        (dict(threshold=0.1, burn_in=1), "burn_in must be None or an int >= 2"),
     ],
 )
 def test_stopping_rule_checks_its_parameters(kwargs, match):
