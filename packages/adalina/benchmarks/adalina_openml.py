@@ -26,7 +26,9 @@ from adalina import (
     ARM,
     GELS,
     MSR,
+    OFA,
     Adalina,
+    GELSShapley,
     KernelSHAPMV,
     KernelSHAPUnbiased,
     LinearApprox,
@@ -112,6 +114,7 @@ SKLEARN = {
 ESTIMATORS = {
     "adalina": lambda n, sv, s: Adalina(n, sv, random_state=s),
     "adalina-all": lambda n, sv, s: Adalina(n, sv, include_extremes=True, random_state=s),
+    "gamma=0": lambda n, sv, s: LinearApprox(n, sv, gamma="zero", random_state=s),
     "gamma=U(∅)": lambda n, sv, s: LinearApprox(n, sv, gamma="empty", random_state=s),
     "gamma=mid": lambda n, sv, s: LinearApprox(n, sv, gamma="midpoint", random_state=s),
     "shap-iq": lambda n, sv, s: ShapIQ(n, sv, random_state=s),
@@ -119,11 +122,13 @@ ESTIMATORS = {
     "ame": lambda n, sv, s: AME(n, sv, random_state=s),
     "arm": lambda n, sv, s: ARM(n, sv, random_state=s),
     "gels": lambda n, sv, s: GELS(n, sv, random_state=s),
+    "gels-shapley": lambda n, sv, s: GELSShapley(n, sv, random_state=s),
+    "ofa": lambda n, sv, s: OFA(n, sv, random_state=s),
     "msr": lambda n, sv, s: MSR(n, sv, random_state=s),
     "kernelshap": lambda n, sv, s: KernelSHAPUnbiased(n, sv, random_state=s),
     "kernelshap-geomean": lambda n, sv, s: KernelSHAPMV(n, sv, random_state=s),
 }
-SHAPLEY_ONLY = ("kernelshap", "kernelshap-geomean")
+SHAPLEY_ONLY = ("kernelshap", "kernelshap-geomean", "gels-shapley")
 
 
 def run_game(

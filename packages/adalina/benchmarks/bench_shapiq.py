@@ -1,6 +1,9 @@
 """Adalina against shapiq's approximators at shapiq's budget semantics, over seeds.
 
     python packages/adalina/benchmarks/bench_shapiq.py [--seeds 10] [--out result.json]
+    python packages/adalina/benchmarks/bench_shapiq.py --games synthetic500 --seeds 3 \
+        --memory-seeds 3 --estimators "adalina (evaluations)" "adalina (draws)" \
+        shapiq.KernelSHAP shapiq.PermutationSamplingSV
 
 Two games with exact Shapley values:
 
@@ -9,6 +12,11 @@ Two games with exact Shapley values:
   (shapiq charges only distinct coalitions and enumerates the smallest and largest sizes exactly).
 * ``synthetic50``: n = 50, ``U(S) = v·1_S/√n + 1_Sᵀ W 1_S/n² + sin(3|S|/n)`` (low-rank W, closed
   form Shapley value), budget ``20 n = 1000``.
+* ``synthetic500``: the same game at n = 500, budget ``10 n = 5000``: large enough that the memory
+  of an O(n²) regression (KernelSHAP's design and n × n system) shows against Adalina's O(n) sums.
+
+Seeds are the outer loop and the estimators run interleaved inside it, in an order rotated per
+seed, so machine-load drift is spread over every estimator instead of landing on one.
 
 Every estimator is charged shapiq's way: ``budget`` distinct evaluated coalitions (adalina's
 ``budget="evaluations"``; a repeated draw is served from its cache). ``adalina (draws)`` is shown
@@ -130,34 +138,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--memory-seeds", type=int, default=3)
     parser.add_argument("--games", nargs="*", default=["tree14", "synthetic50"])
+    parser.add_argument("--estimators", nargs="*", default=None, help="default: all")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     games = {
         "tree14": lambda: (*tree_game(), 1400),
         "synthetic50": lambda: (*synthetic_game(50), 1000),
+        "synthetic500": lambda: (*synthetic_game(500), 5000),
     }
     summary: dict[str, Any] = {}
     for label in args.games:
         game, phi, budget = games[label]()
         n = phi.size
-        rows = {}
-        for name, run in estimators(n).items():
-            per_seed = []
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # shapiq's notes on budgets and border tricks
-                for seed in range(args.seeds):
+        runs = estimators(n)
+        if args.estimators:
+            runs = {name: runs[name] for name in args.estimators}
+        per_seed: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
+        names = list(runs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # shapiq's notes on budgets and border tricks
+            for seed in range(args.seeds):
+                shift = seed % len(names)
+                for name in names[shift:] + names[:shift]:  # interleaved, rotated per seed
                     memory = seed < args.memory_seeds
-                    per_seed.append(measure(run, seed, budget, game, phi, memory))
-            rows[name] = {
-                key: _mean_se([r[key] for r in per_seed if key in r])
+                    per_seed[name].append(measure(runs[name], seed, budget, game, phi, memory))
+                    print(
+                        json.dumps(
+                            {"game": label, "seed": seed, "estimator": name, **per_seed[name][-1]}
+                        ),
+                        flush=True,
+                    )
+        rows = {
+            name: {
+                key: _mean_se([r[key] for r in results if key in r])
                 for key in ("error", "seconds", "peak_mib")
             }
-            print(
-                json.dumps(
-                    {"game": label, "n": n, "budget": budget, "estimator": name, **rows[name]}
-                ),
-                flush=True,
-            )
+            for name, results in per_seed.items()
+        }
         summary[label] = {
             "n": n,
             "budget": budget,
