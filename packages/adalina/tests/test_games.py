@@ -173,6 +173,31 @@ def test_torch_games_are_accepted():
     np.testing.assert_allclose(exact_semivalue(game, 6), v.numpy(), atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int64])
+def test_low_precision_torch_outputs_are_widened(dtype):
+    # 0.2.0: a bfloat16 tensor reached numpy and raised a bare TypeError
+    v = torch.tensor([1.0, 2.0, 4.0, 8.0])
+    game = lambda m: (torch.as_tensor(m, dtype=torch.float32) @ v).to(dtype)  # noqa: E731
+    np.testing.assert_allclose(exact_semivalue(game, 4), v.numpy(), atol=1e-12)
+
+
+def test_data_valuation_check_fit_serves_the_full_coalition():
+    X, y = make_classification(40, 3, n_informative=2, n_redundant=0, random_state=0)
+    fits = []
+
+    class Counted(KNeighborsClassifier):
+        def fit(self, X, y):
+            fits.append(len(y))
+            return super().fit(X, y)
+
+    game = DataValuationGame(Counted(3), X[:10], y[:10], X[20:], y[20:])
+    masks = np.zeros((3, 10), bool)
+    masks[0], masks[1, :6] = True, True  # the full set, a subset, the empty set
+    game(masks)
+    # 0.2.0 fitted the full training set twice (the uncharged check, then the query)
+    assert fits == [10, 6]
+
+
 def test_wrong_shape_is_named():
     with pytest.raises(ValueError, match=r"shape \(4,\).*got shape \(4, 1\)"):
         evaluate(lambda m: np.zeros((m.shape[0], 1)), np.ones((4, 3), bool))

@@ -27,7 +27,12 @@ MAX_TABLE_PLAYERS = 24
 
 def _to_numpy(values: Any) -> np.ndarray:
     if hasattr(values, "detach"):  # a torch tensor, possibly on an accelerator
-        values = values.detach().cpu().numpy()
+        values = values.detach().cpu()
+        if not values.is_floating_point() or values.element_size() < 4:
+            # numpy has no bfloat16 (``.numpy()`` raises a bare TypeError) and float16 loses
+            # nothing on the way up: widen exactly, without importing torch here
+            values = values.double()
+        values = values.numpy()
     return np.asarray(values, dtype=float)
 
 
@@ -37,7 +42,11 @@ def _describe(mask: np.ndarray) -> str:
 
 
 def _index_list_hint(game: GameLike, masks: np.ndarray) -> bool:
-    """Whether ``game`` runs on the first coalition as player indices (one list, or a batch of one)."""
+    """Whether ``game`` runs on the first coalition as player indices (one list, or a batch of one).
+
+    Only called after the game has already failed; it calls the game once or twice more, on one
+    coalition each (uncharged: the run ends with the error either way).
+    """
     members = np.flatnonzero(masks[0]).tolist()
     for retry in (members, [members]):
         try:
@@ -54,8 +63,9 @@ def evaluate(game: GameLike, masks: np.ndarray) -> np.ndarray:
     A ``TypeError``, ``IndexError`` or ``KeyError`` raised by the game is re-raised as a
     ``TypeError`` with a hint only when the game runs on the first coalition given as a list of
     player indices (it was written for index lists); otherwise the game's own error propagates
-    unchanged. A wrong output shape or a non-finite value raises ``ValueError`` naming the first
-    offending coalition.
+    unchanged (finding out costs one or two more calls of the game on a single coalition, after
+    it has failed). A wrong output shape or a non-finite value raises ``ValueError`` naming the
+    first offending coalition. Torch tensors are accepted (bfloat16 and float16 are widened).
     """
     try:
         raw = game(masks)
@@ -234,7 +244,9 @@ class DataValuationGame(Game):
 
     The shapes are checked when the game is built, and the first call fits and scores the model on
     the whole training set with no error caught: a setup error (a validation set of the wrong width,
-    a scorer that does not apply) raises there. After that, a coalition the model cannot be trained
+    a scorer that does not apply) raises there. That score is kept as ``U(training set)``, so the
+    check costs no extra fit when the full coalition is queried (Adalina queries it first); with
+    Adalina-All, which may never draw it, the check is one fit not counted in ``n_queries``. After that, a coalition the model cannot be trained
     or scored on (the empty one, a classifier seeing one class, fewer points than a k-NN's k: a
     ``ValueError`` from ``fit`` or the score) is worth ``default_score``, as in pyDVL.
     """
@@ -276,7 +288,7 @@ class DataValuationGame(Game):
         self.y_val = y_val
         self.scoring = scoring
         self.default_score = float(default_score)
-        self._checked = False
+        self._full_score: float | None = None  # U(training set), from the first call's check
 
     def _fit_and_score(self, mask: np.ndarray) -> float:
         from sklearn.base import clone
@@ -292,6 +304,8 @@ class DataValuationGame(Game):
     def _score_one(self, mask: np.ndarray) -> float:
         if not mask.any():
             return self.default_score
+        if self._full_score is not None and mask.all():
+            return self._full_score
         try:
             return self._fit_and_score(mask)
         except ValueError:
@@ -300,10 +314,9 @@ class DataValuationGame(Game):
             return self.default_score
 
     def __call__(self, masks: np.ndarray) -> np.ndarray:
-        if not self._checked:
+        if self._full_score is None:
             # no error caught here: a bad validation set or scorer must not read as zeros
-            self._fit_and_score(np.ones(self.n_players, dtype=bool))
-            self._checked = True
+            self._full_score = self._fit_and_score(np.ones(self.n_players, dtype=bool))
         return super().__call__(masks)
 
     def value_function(self, masks: np.ndarray) -> np.ndarray:
