@@ -48,9 +48,10 @@ def _index_list_hint(game: GameLike, masks: np.ndarray) -> bool:
     coalition each (uncharged: the run ends with the error either way).
     """
     members = np.flatnonzero(masks[0]).tolist()
+    probe: Any = game  # deliberately called outside its declared (mask matrix) signature
     for retry in (members, [members]):
         try:
-            game(retry)
+            probe(retry)
         except Exception:  # this form fails too: try the next, else keep the user's own error
             continue
         return True
