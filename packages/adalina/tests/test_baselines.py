@@ -2,9 +2,13 @@ import numpy as np
 import pytest
 from adalina import (
     AME,
+    ARM,
+    GELS,
     MSR,
     OFA,
     Adalina,
+    GELSShapley,
+    KernelSHAPMV,
     KernelSHAPUnbiased,
     LinearApprox,
     MSRProb,
@@ -59,7 +63,50 @@ CASES = [
     (OFA, "shapley", 0.05),
     (OFA, (1, 16), 0.05),
     (PermutationSampling, "shapley", 0.05),
+    (ARM, "shapley", 0.08),
+    (ARM, 0.3, 0.08),
+    (ARM, (1, 4), 0.08),
+    (GELS, (4, 1), 0.08),
+    (GELS, 0.5, 0.08),
+    (GELSShapley, "shapley", 0.08),
+    (KernelSHAPMV, "shapley", 0.05),
 ]
+
+
+@pytest.mark.parametrize("sampling", ["geomean", "kernel", "leverage"])
+@pytest.mark.parametrize("control", ["diff", "zero"])
+def test_kernelshap_mv_variants_converge(game, sampling, control):
+    truth = exact_semivalue(game, N)
+    est = KernelSHAPMV(N, sampling=sampling, control=control, batch_size=5000, random_state=0)
+    assert rel_error(est.approximate(30_000, game).values, truth) < 0.1
+
+
+def test_kernelshap_mv_kernel_zero_is_unbiased_kernelshap_when_u_empty_is_zero(game):
+    from adalina import TabularGame
+
+    zeroed = TabularGame(game.values - game.values[0])  # U(∅) = 0: the two forms coincide
+    mv = KernelSHAPMV(N, sampling="kernel", control="zero", random_state=3)
+    ref = KernelSHAPUnbiased(N, random_state=3)
+    np.testing.assert_allclose(
+        mv.approximate(300, zeroed).values, ref.approximate(300, zeroed).values, rtol=1e-9
+    )
+
+
+def test_geomean_sizes_are_adalinas_shapley_sizes():
+    from adalina import sampling_distribution
+
+    est = KernelSHAPMV(N)
+    est._validate()
+    np.testing.assert_allclose(est._size_q, sampling_distribution(N, "shapley"), rtol=1e-12)
+
+
+def test_new_baselines_check_their_semivalue(game):
+    with pytest.raises(ValueError, match="KernelSHAP-MV is defined for the shapley value only"):
+        KernelSHAPMV(N, 0.3).approximate(50, game)
+    with pytest.raises(ValueError, match="GELS-Shapley is defined for the shapley value only"):
+        GELSShapley(N, (4, 1)).approximate(50, game)
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        KernelSHAPMV(N, sampling="uniform").approximate(50, game)
 
 
 @pytest.mark.parametrize(("cls", "sv", "tol"), CASES, ids=lambda c: getattr(c, "__name__", str(c)))
@@ -78,6 +125,9 @@ def test_baselines_converge_to_the_exact_value(game, cls, sv, tol):
         (MSRProb, "shapley"),
         (AME, 0.6),
         (OFA, (4, 1)),
+        (GELS, (1, 4)),
+        (GELSShapley, "shapley"),
+        (KernelSHAPMV, "shapley"),
     ],
 )
 @pytest.mark.parametrize("budget", [10, 123])

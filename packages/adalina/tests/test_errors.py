@@ -124,6 +124,8 @@ def test_get_params_and_repr_follow_scikit_learn():
         "gamma": "adaptive",
         "include_extremes": False,
         "paired": False,
+        "budget": "draws",
+        "stopping": None,
         "batch_size": 7,
         "random_state": 3,
     }

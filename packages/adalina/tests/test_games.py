@@ -173,6 +173,31 @@ def test_torch_games_are_accepted():
     np.testing.assert_allclose(exact_semivalue(game, 6), v.numpy(), atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int64])
+def test_low_precision_torch_outputs_are_widened(dtype):
+    # 0.2.0: a bfloat16 tensor reached numpy and raised a bare TypeError
+    v = torch.tensor([1.0, 2.0, 4.0, 8.0])
+    game = lambda m: (torch.as_tensor(m, dtype=torch.float32) @ v).to(dtype)  # noqa: E731
+    np.testing.assert_allclose(exact_semivalue(game, 4), v.numpy(), atol=1e-12)
+
+
+def test_data_valuation_check_fit_serves_the_full_coalition():
+    X, y = make_classification(40, 3, n_informative=2, n_redundant=0, random_state=0)
+    fits = []
+
+    class Counted(KNeighborsClassifier):
+        def fit(self, X, y):
+            fits.append(len(y))
+            return super().fit(X, y)
+
+    game = DataValuationGame(Counted(3), X[:10], y[:10], X[20:], y[20:])
+    masks = np.zeros((3, 10), bool)
+    masks[0], masks[1, :6] = True, True  # the full set, a subset, the empty set
+    game(masks)
+    # 0.2.0 fitted the full training set twice (the uncharged check, then the query)
+    assert fits == [10, 6]
+
+
 def test_wrong_shape_is_named():
     with pytest.raises(ValueError, match=r"shape \(4,\).*got shape \(4, 1\)"):
         evaluate(lambda m: np.zeros((m.shape[0], 1)), np.ones((4, 3), bool))
@@ -200,3 +225,111 @@ def test_index_list_games_get_a_hint():
 
     with pytest.raises(TypeError, match="boolean \\(batch, n_players\\) matrix"):
         Adalina(3, random_state=0).approximate(10, game)
+
+
+def test_a_genuine_type_error_is_not_blamed_on_index_lists():
+    def game(masks):  # a bug in the user's game, whatever the input
+        return masks.astype(float).sum(axis=1) + "oops"
+
+    with pytest.raises(TypeError, match=r"oops|ufunc|add") as info:
+        Adalina(3, random_state=0).approximate(10, game)
+    assert "index" not in str(info.value)
+
+
+def test_games_take_one_1d_coalition_like_shapiq():
+    table = TabularGame(np.arange(8.0))
+    np.testing.assert_array_equal(table(np.array([True, False, True])), [5.0])
+    assert table(np.zeros(3, bool)).shape == (1,)
+
+
+def test_data_valuation_wrong_validation_set_raises_naming_shapes():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = make_classification(40, 3, n_informative=2, n_redundant=0, random_state=0)
+    with pytest.raises(ValueError, match=r"X_val must have shape \(rows, 3\).*got \(20, 2\)"):
+        DataValuationGame(LogisticRegression(), X[:10], y[:10], X[20:, :2], y[20:])
+    with pytest.raises(ValueError, match=r"y_val must have shape \(20,\).*got \(19,\)"):
+        DataValuationGame(LogisticRegression(), X[:10], y[:10], X[20:], y[21:])
+
+
+def test_data_valuation_setup_errors_are_not_swallowed():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = make_classification(40, 3, n_informative=2, n_redundant=0, random_state=0)
+
+    def bad_scorer(fitted, X_val, y_val):  # a scorer that cannot apply to this model
+        raise ValueError("scorer needs predict_proba of shape (rows, 3)")
+
+    game = DataValuationGame(
+        LogisticRegression(), X[:10], y[:10], X[20:], y[20:], scoring=bad_scorer
+    )
+    with pytest.raises(ValueError, match="scorer needs predict_proba"):
+        Adalina(10, random_state=0).approximate(40, game)
+
+
+def _reference_tree_values(tree, leaves, x, masks):
+    # the 0.1 walk: one probability row per node (nodes x batch), in index order
+    prob = np.zeros((tree.node_count, masks.shape[0]))
+    prob[0] = 1.0
+    out = np.zeros(masks.shape[0])
+    for node in range(tree.node_count):
+        left, right = tree.children_left[node], tree.children_right[node]
+        if left == -1:
+            out += prob[node] * leaves[node]
+            continue
+        f = tree.feature[node]
+        share = tree.weighted_n_node_samples[left] / tree.weighted_n_node_samples[node]
+        to_left = np.where(masks[:, f], float(x[f] <= tree.threshold[node]), share)
+        prob[left], prob[right] = prob[node] * to_left, prob[node] * (1 - to_left)
+    return out
+
+
+def test_tree_walk_matches_the_dense_walk_and_stays_small():
+    import tracemalloc
+
+    from adalina.trees import _leaf_values, path_dependent_values
+    from sklearn.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 9))
+    model = DecisionTreeRegressor(random_state=0).fit(X, X[:, 0] + rng.normal(size=1500))
+    tree, leaves = model.tree_, _leaf_values(model, 0)
+    x = X[0].astype(np.float32).astype(float)
+    masks = rng.random((2048, 9)) < 0.5
+    tracemalloc.start()
+    got = path_dependent_values(tree, leaves, x, masks)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    np.testing.assert_allclose(got, _reference_tree_values(tree, leaves, x, masks), atol=1e-12)
+    dense = tree.node_count * masks.shape[0] * 8  # what the 0.1 walk allocated: ~48 MiB here
+    assert peak < 0.05 * dense, (peak, dense)
+
+
+@pytest.mark.slow
+def test_tree_game_peak_memory_target_on_a_25k_node_tree():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_tree_memory.py"
+    spec = importlib.util.spec_from_file_location("bench_tree_memory", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.measure(rows=12_500, coalitions=16_384)
+    assert result["nodes"] >= 24_000
+    assert result["peak_mib"] < 100  # issue 30's target (0.1: ~790 MiB)
+
+
+@pytest.mark.parametrize("sv", ["shapley", 0.2, (16, 1), (1, 4), (8, 8)])
+def test_exact_tree_semivalue_matches_enumeration(sv):
+    from adalina import exact_tree_semivalue
+    from sklearn.datasets import load_diabetes
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier
+
+    X, y = load_diabetes(return_X_y=True)
+    boosted = GradientBoostingRegressor(n_estimators=5, max_depth=4, random_state=0).fit(X, y)
+    forest = RandomForestClassifier(n_estimators=3, max_depth=6, random_state=0)
+    forest.fit(X, y > np.median(y))
+    for model in (boosted, forest):
+        game = TreeGame(model, X[5])
+        expected = exact_semivalue(game, X.shape[1], sv)
+        np.testing.assert_allclose(exact_tree_semivalue(game, sv), expected, atol=1e-10)

@@ -9,7 +9,18 @@ marginal features) and data valuation.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from adalina.baselines import AME, MSR, OFA, KernelSHAPUnbiased, PermutationSampling, ShapIQ
+from adalina.baselines import (
+    AME,
+    ARM,
+    GELS,
+    MSR,
+    OFA,
+    GELSShapley,
+    KernelSHAPMV,
+    KernelSHAPUnbiased,
+    PermutationSampling,
+    ShapIQ,
+)
 from adalina.estimators import (
     Adalina,
     LinearApprox,
@@ -21,9 +32,11 @@ from adalina.estimators import (
 )
 from adalina.exact import exact_semivalue, linear_coefficients
 from adalina.games import DataValuationGame, Game, MarginalGame, TabularGame, evaluate
+from adalina.interop import to_interaction_values
 from adalina.sampling import kernel_size_distribution, sampling_distribution
 from adalina.semivalues import SemiValue, paper_semivalues
-from adalina.trees import TreeGame
+from adalina.stopping import AbsoluteStandardError
+from adalina.trees import TreeGame, exact_tree_semivalue
 
 try:
     __version__ = version("adalina")
@@ -32,11 +45,16 @@ except PackageNotFoundError:  # a source tree that is not installed
 
 __all__ = [
     "AME",
+    "ARM",
+    "GELS",
     "MSR",
     "OFA",
+    "AbsoluteStandardError",
     "Adalina",
     "DataValuationGame",
+    "GELSShapley",
     "Game",
+    "KernelSHAPMV",
     "KernelSHAPUnbiased",
     "LinearApprox",
     "LinearSpaceEstimator",
@@ -53,8 +71,10 @@ __all__ = [
     "__version__",
     "evaluate",
     "exact_semivalue",
+    "exact_tree_semivalue",
     "kernel_size_distribution",
     "linear_coefficients",
     "paper_semivalues",
     "sampling_distribution",
+    "to_interaction_values",
 ]

@@ -21,11 +21,13 @@ import dataclasses
 import inspect
 import math
 import warnings
-from collections.abc import Sequence
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 
+from adalina.cache import CoalitionCache, coalition_keys
 from adalina.games import GameLike, evaluate
 from adalina.sampling import (
     draw_coalitions,
@@ -35,8 +37,12 @@ from adalina.sampling import (
 )
 from adalina.semivalues import SemiValue, SemiValueLike, check_n_players
 
-RandomState = int | np.random.Generator | None
+RandomState: TypeAlias = int | np.random.Generator | np.random.RandomState | None
+StoppingRule: TypeAlias = Callable[[np.ndarray | None, int], bool]
 GAMMA_RULES = ("adaptive", "zero", "midpoint", "empty")
+BUDGET_RULES = ("draws", "evaluations")
+#: in ``budget="evaluations"``, stop after this many draws per unit of budget if too few are new
+MAX_DRAWS_PER_EVALUATION = 100
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -47,18 +53,37 @@ class NotFittedError(ValueError, AttributeError):
 class SemiValueResult:
     """What :meth:`SemiValueApproximator.approximate` returns.
 
+    ``n_queries`` counts the utility evaluations made (the game's rows), ``n_draws`` the sampled
+    coalitions the estimate averages over (more than ``n_queries`` under ``budget="evaluations"``,
+    where a coalition drawn twice is evaluated once). ``stderr`` is the standard error of each value
+    (``None`` only before two samples); ``values ± 1.96 stderr`` is a 95 % interval.
     ``trajectory[j]`` is the estimate after ``checkpoint_queries[j]`` queries (``None`` without
-    checkpoints); ``gamma`` is the control variate used and ``std_error`` the standard error of each
-    value (``None`` for estimators without them).
+    checkpoints); ``gamma`` is the control variate used; ``baseline_value`` is ``U(∅)`` when it was
+    queried; ``converged`` says whether the stopping rule ended the run.
     """
 
     values: np.ndarray
     n_queries: int
     estimator: str
     gamma: float | None = None
-    std_error: np.ndarray | None = None
+    stderr: np.ndarray | None = None
     checkpoint_queries: np.ndarray | None = None
     trajectory: np.ndarray | None = None
+    n_draws: int | None = None
+    baseline_value: float | None = None
+    converged: bool = False
+    semivalue: Any = None
+
+    @property
+    def std_error(self) -> np.ndarray | None:
+        """The 0.1 name of :attr:`stderr`."""
+        return self.stderr
+
+    def to_interaction_values(self) -> Any:
+        """This result as a ``shapiq.InteractionValues`` (first order; needs shapiq)."""
+        from adalina.interop import to_interaction_values
+
+        return to_interaction_values(self)
 
 
 def _same(value: Any, default: Any) -> bool:
@@ -71,12 +96,17 @@ def _same(value: Any, default: Any) -> bool:
 def _check_random_state(random_state: RandomState) -> np.random.Generator:
     if isinstance(random_state, np.random.Generator):
         return random_state
+    if isinstance(random_state, np.random.RandomState):
+        # scikit-learn's convention: draw from the (shared, mutable) RandomState, so two runs on
+        # one instance differ, as with sklearn estimators
+        return np.random.default_rng(random_state.randint(0, 2**32, size=4, dtype=np.uint64))
     if random_state is None or (
         isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
     ):
         return np.random.default_rng(random_state)
     raise TypeError(
-        f"random_state must be None, an int or a numpy Generator, got {type(random_state).__name__}"
+        "random_state must be None, an int, a numpy Generator or a numpy RandomState, got "
+        f"{type(random_state).__name__}"
     )
 
 
@@ -118,29 +148,62 @@ class SemiValueApproximator:
         n: int,
         semivalue: SemiValueLike = "shapley",
         *,
+        budget: str = "draws",
+        stopping: StoppingRule | None = None,
         batch_size: int = 100,
         random_state: RandomState = None,
     ) -> None:
         self.n = n
         self.semivalue = semivalue
+        self.budget = budget
+        self.stopping = stopping
         self.batch_size = batch_size
         self.random_state = random_state
 
-    # -- parameters (scikit-learn's get_params / repr) ---------------------------------------------
+    # -- parameters (scikit-learn's get_params / set_params / repr) --------------------------------
     @classmethod
     def _param_names(cls) -> list[str]:
         signature = inspect.signature(cls.__init__)
         return [p for p in signature.parameters if p != "self"]
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor's parameters as stored (scikit-learn's ``get_params``, no nesting)."""
-        return {name: getattr(self, name) for name in self._param_names()}
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters as stored; ``deep`` adds ``name__sub`` entries for
+        parameters that have ``get_params`` themselves (scikit-learn's convention)."""
+        params = {name: getattr(self, name) for name in self._param_names()}
+        if deep:
+            for name, value in list(params.items()):
+                if hasattr(value, "get_params") and not isinstance(value, type):
+                    params.update({f"{name}__{k}": v for k, v in value.get_params().items()})
+        return params
+
+    def set_params(self, **params: Any) -> SemiValueApproximator:
+        """Set constructor parameters (checked when the estimator next runs); returns ``self``."""
+        valid = self._param_names()
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in valid:
+                raise ValueError(
+                    f"invalid parameter {name!r} for {type(self).__name__}; valid parameters: "
+                    f"{', '.join(valid)}"
+                )
+            if sub:
+                nested.setdefault(name, {})[sub] = value
+            else:
+                setattr(self, name, value)
+        for name, sub_params in nested.items():
+            getattr(self, name).set_params(**sub_params)
+        if any(key.partition("__")[0] != "stopping" for key in params):
+            # a stream drawn under the old parameters cannot continue under new ones: the next
+            # sample_coalitions / partial_fit checks the new parameters and starts a fresh stream
+            self.__dict__.pop("_rng", None)
+        return self
 
     def __repr__(self) -> str:
         defaults = inspect.signature(type(self).__init__).parameters
         shown = [
             f"{name}={value!r}"
-            for name, value in self.get_params().items()
+            for name, value in self.get_params(deep=False).items()
             if name == "n" or not _same(value, defaults[name].default)
         ]
         return f"{type(self).__name__}({', '.join(shown)})"
@@ -154,6 +217,16 @@ class SemiValueApproximator:
             raise TypeError(f"batch_size must be an int, got {type(self.batch_size).__name__}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.budget not in BUDGET_RULES:
+            raise ValueError(
+                f"budget must be 'draws' (every sampled coalition is a query) or 'evaluations' "
+                f"(distinct coalitions, shapiq's count), got {self.budget!r}"
+            )
+        if self.stopping is not None and not callable(self.stopping):
+            raise TypeError(
+                "stopping must be None or a rule called as rule(stderr, n_samples) -> bool, such "
+                f"as adalina.AbsoluteStandardError; got {type(self.stopping).__name__}"
+            )
 
     @property
     def min_budget(self) -> int:
@@ -200,6 +273,7 @@ class SemiValueApproximator:
         """Forget every coalition seen."""
         self._rng = _check_random_state(self.random_state)
         self.n_queries_ = 0
+        self.n_draws_ = 0
 
     def _extreme_coalitions(self) -> np.ndarray:
         n = self._n
@@ -233,6 +307,19 @@ class SemiValueApproximator:
             )
         return self._estimate()
 
+    @property
+    def stderr_(self) -> np.ndarray:
+        """Standard error of each entry of ``values_`` (``values_ ± 1.96 stderr_``: 95 %)."""
+        se = self._std_error() if getattr(self, "n_queries_", 0) else None
+        if se is None:
+            raise NotFittedError("standard errors need at least two sampled coalitions")
+        return se
+
+    @property
+    def std_error_(self) -> np.ndarray:
+        """The 0.1 name of :attr:`stderr_`."""
+        return self.stderr_
+
     def approximate(
         self,
         budget: int,
@@ -240,33 +327,48 @@ class SemiValueApproximator:
         *,
         checkpoints: int | Sequence[int] | None = None,
     ) -> SemiValueResult:
-        """Estimate the semi-value of ``game`` from exactly ``budget`` utility queries.
+        """Estimate the semi-value of ``game`` from ``budget`` utility queries.
 
         ``game`` maps a boolean ``(batch, n)`` coalition matrix to ``(batch,)`` utilities (numpy,
-        torch or list). ``checkpoints`` (a count of evenly spaced query totals, or the totals
-        themselves) records the estimate along the way for error-versus-budget curves.
+        torch or list); a shapiq ``Game`` works as it is. ``budget`` counts every sampled
+        coalition (``budget="draws"``, the paper's count) or distinct evaluated coalitions
+        (``budget="evaluations"``, shapiq's count), the empty and the full coalition included.
+        With a ``stopping`` rule the run ends as soon as the rule holds. ``checkpoints`` (a count of
+        evenly spaced query totals, or the totals themselves) records the estimate along the way
+        for error-versus-budget curves.
         """
         self._validate()
+        self._check_game(game)
         budget = self._check_budget(budget)
         stops = self._checkpoint_stops(budget, checkpoints)
         self._reset()
+        cache = CoalitionCache() if self.budget == "evaluations" else None
+        max_draws = MAX_DRAWS_PER_EVALUATION * budget
         trajectory: list[np.ndarray] = []
         reached: list[int] = []
         pending = self._extreme_coalitions()
+        converged = False
         for stop in stops:
-            while self.n_queries_ < stop:
-                room = min(max(self.batch_size, self._unit), stop - self.n_queries_)
-                drawn = self._draw(max(room - pending.shape[0], 0))
-                masks = np.concatenate([pending, drawn]) if pending.size else drawn
+            while self.n_queries_ < stop and not converged and self.n_draws_ < max_draws:
+                masks, values, cost = self._next_batch(game, stop, pending, cache)
                 pending = pending[:0]
                 if masks.shape[0] == 0:
                     break  # the rest of the budget cannot buy a whole sampling unit
-                values = evaluate(game, masks)
                 self._update(masks, values)
-                self.n_queries_ += masks.shape[0]
+                self.n_queries_ += cost
+                self.n_draws_ += masks.shape[0]
+                converged = self._converged()
             if checkpoints is not None and (not reached or reached[-1] != self.n_queries_):
                 reached.append(self.n_queries_)
                 trajectory.append(self._estimate())
+        if self.n_queries_ < budget and self.n_draws_ >= max_draws:
+            warnings.warn(
+                f"budget={budget} distinct coalitions were not reached in {max_draws} draws "
+                f"({self.n_queries_} evaluated): the game has few coalitions (n={self._n}); use "
+                "exact_semivalue for budgets near 2^n",
+                stacklevel=2,
+            )
+        self.converged_ = converged
         self.checkpoint_queries_ = np.asarray(reached) if checkpoints is not None else None
         self.trajectory_ = np.asarray(trajectory) if checkpoints is not None else None
         return SemiValueResult(
@@ -274,10 +376,63 @@ class SemiValueApproximator:
             n_queries=self.n_queries_,
             estimator=self.name,
             gamma=self._gamma(),
-            std_error=self._std_error(),
+            stderr=self._std_error(),
             checkpoint_queries=self.checkpoint_queries_,
             trajectory=self.trajectory_,
+            n_draws=self.n_draws_,
+            baseline_value=self._baseline_value(),
+            converged=converged,
+            semivalue=self._sv,
         )
+
+    def _check_game(self, game: GameLike) -> None:
+        players = getattr(game, "n_players", None)
+        if isinstance(players, (int, np.integer)) and int(players) != self._n:
+            raise ValueError(
+                f"the game has n_players={players} but {type(self).__name__} was built for "
+                f"n={self._n}"
+            )
+
+    def _next_batch(
+        self,
+        game: GameLike,
+        stop: int,
+        pending: np.ndarray,
+        cache: CoalitionCache | None,
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """The next coalitions, their utilities and what they cost against the budget."""
+        room = stop - self.n_queries_
+        if cache is None:  # every draw is a query
+            take = min(max(self.batch_size, self._unit), room)
+            drawn = self._draw(max(take - pending.shape[0], 0))
+            masks = np.concatenate([pending, drawn]) if pending.size else drawn
+            return masks, evaluate(game, masks) if masks.size else np.zeros(0), masks.shape[0]
+        drawn = self._draw(max(self.batch_size, self._unit))
+        masks = np.concatenate([pending, drawn]) if pending.size else drawn
+        keys = coalition_keys(masks)
+        fresh = cache.new_rows(keys)
+        if fresh.size > room:
+            # keep the rows up to the room-th new coalition, in whole sampling units
+            lead = pending.shape[0]
+            cut = int(fresh[room - 1]) + 1
+            cut = lead + (cut - lead) // self._unit * self._unit if cut > lead else cut
+            masks, keys = masks[:cut], keys[:cut]
+            fresh = fresh[fresh < cut]
+        if fresh.size:
+            new_keys = [keys[j] for j in fresh]
+            cache.store(new_keys, evaluate(game, masks[fresh]))
+        return masks, cache.lookup(keys), int(fresh.size)
+
+    def _converged(self) -> bool:
+        if self.stopping is None:
+            return False
+        return bool(self.stopping(self._std_error(), self._samples_seen()))
+
+    def _samples_seen(self) -> int:
+        return int(getattr(self, "_m", self.n_draws_))
+
+    def _baseline_value(self) -> float | None:
+        return None
 
 
 class _ExtremesMixin:
@@ -303,6 +458,9 @@ class _ExtremesMixin:
         keep = ~(empty | full)
         return masks[keep], centred[keep]
 
+    def _baseline_value(self) -> float | None:
+        return None if self._u_empty is None else self._u_empty + (self._ref or 0.0)
+
     def _extremes(self) -> tuple[float, float]:
         if self._u_empty is None or self._u_full is None:
             raise NotFittedError("U(∅) and U([n]) have not been queried yet")
@@ -323,6 +481,11 @@ class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
     paired : query each sampled coalition together with its complement; only valid for a
         symmetric semi-value, a symmetric size distribution and a fixed ``γ``.
     size_distribution : ``q_s`` over the sampled sizes; ``None`` is Adalina's optimal ``q``.
+    budget : ``"draws"`` (every sampled coalition costs one query; the paper's count, O(n) memory)
+        or ``"evaluations"`` (distinct coalitions, shapiq's count: a repeated draw is served from a
+        cache of evaluated coalitions).
+    stopping : a rule ``rule(stderr, n_samples) -> bool`` such as
+        :class:`~adalina.stopping.AbsoluteStandardError`; ``approximate`` stops once it holds.
     batch_size : coalitions per game call.
     random_state : seed or numpy Generator; the same seed gives the same result.
     """
@@ -338,10 +501,19 @@ class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
         include_extremes: bool = False,
         paired: bool = False,
         size_distribution: np.ndarray | None = None,
+        budget: str = "draws",
+        stopping: StoppingRule | None = None,
         batch_size: int = 100,
         random_state: RandomState = None,
     ) -> None:
-        super().__init__(n, semivalue, batch_size=batch_size, random_state=random_state)
+        super().__init__(
+            n,
+            semivalue,
+            budget=budget,
+            stopping=stopping,
+            batch_size=batch_size,
+            random_state=random_state,
+        )
         self.gamma = gamma
         self.include_extremes = include_extremes
         self.paired = paired
@@ -412,18 +584,52 @@ class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
         self._sum_a = np.zeros(n)
         self._sum_au = np.zeros(n)
         # second moments sum a_i^2 u^k, k = 0, 1, 2, for standard errors (still O(n))
+        self._sum_au2 = np.zeros(n)
         self._sum_a2 = np.zeros((n, 3))
         self._sum_u = 0.0
+        self._sum_u2 = 0.0
         self._m = 0
         self._u_empty: float | None = None
         self._u_full: float | None = None
+        self._issued: Counter[bytes] = Counter()
 
     def sample_coalitions(self, m: int) -> np.ndarray:
-        """``m`` coalitions from this estimator's sampling distribution (for :meth:`partial_fit`)."""
+        """``m`` coalitions from this estimator's sampling distribution (for :meth:`partial_fit`).
+
+        The estimator remembers the coalitions it issued until they come back through
+        :meth:`partial_fit`; only those (and the extremes) are accepted there. That record is the
+        one part of the streaming state that is not O(n): about ``n/8 + 60..90`` bytes per issued,
+        not-yet-returned coalition (5.2 MiB for 50 000 unreturned draws at n = 200). Return the
+        coalitions, or call :meth:`forget_issued` for draws that will never come back.
+        """
         if not hasattr(self, "_rng"):
             self._validate()
             self._reset()
-        return self._draw(m)
+        masks = self._draw(m)
+        self._issued.update(coalition_keys(masks))
+        return masks
+
+    def forget_issued(self, coalitions: np.ndarray | None = None) -> LinearSpaceEstimator:
+        """Drop issued coalitions from the record :meth:`partial_fit` checks; returns ``self``.
+
+        With ``coalitions`` (rows issued by :meth:`sample_coalitions`, e.g. ones whose evaluation
+        failed) only those are forgotten; with ``None`` the whole record is freed. A forgotten
+        coalition is then refused by :meth:`partial_fit`, so the running estimate is unchanged.
+        """
+        if not hasattr(self, "_issued"):
+            return self
+        if coalitions is None:
+            self._issued = Counter()
+            return self
+        masks = np.asarray(coalitions)
+        if masks.dtype != bool or masks.ndim != 2 or masks.shape[1] != self._n:
+            raise ValueError(
+                f"coalitions must be a boolean (m, {self._n}) array, got dtype {masks.dtype} "
+                f"and shape {masks.shape}"
+            )
+        self._issued.subtract(Counter(coalition_keys(masks)))
+        self._issued = +self._issued  # drop spent keys (and never go negative)
+        return self
 
     def initial_coalitions(self) -> np.ndarray:
         """The extreme coalitions (empty, full) to evaluate once, or none for Adalina-All."""
@@ -439,19 +645,43 @@ class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
         both[0::2], both[1::2] = half, ~half
         return both[:k]
 
+    def _claim_issued(self, masks: np.ndarray) -> None:
+        """Check that every sampled row was issued by :meth:`sample_coalitions`, then forget them."""
+        sizes = masks.sum(axis=1)
+        sampled = masks if self.include_extremes else masks[(sizes > 0) & (sizes < self._n)]
+        wanted = Counter(coalition_keys(sampled))
+        for key, count in wanted.items():
+            if self._issued[key] < count:
+                row = np.unpackbits(np.frombuffer(key, dtype=np.uint8))[: self._n].astype(bool)
+                raise ValueError(
+                    f"coalition {np.flatnonzero(row).tolist()} was not drawn by this estimator's "
+                    "sample_coalitions (or was passed more often than drawn): the estimate "
+                    "weights each sample by 1/P(S) under its own sampler, so foreign coalitions "
+                    "would bias it. Draw with sample_coalitions, or use exact_semivalue / a "
+                    "TabularGame for a fixed design"
+                )
+        self._issued.subtract(wanted)
+        self._issued = +self._issued  # drop the spent keys
+
     def partial_fit(self, coalitions: np.ndarray, values: np.ndarray) -> LinearSpaceEstimator:
         """Fold in utilities of coalitions drawn by :meth:`sample_coalitions` (streaming, O(n)).
 
         Rows with every player absent or present are taken as ``U(∅)`` and ``U([n])`` (unless
         ``include_extremes``, where they are ordinary samples); evaluate :meth:`initial_coalitions`
-        once. Any split of a stream into calls gives the one-shot result up to rounding.
+        once. Any other row must have been issued by :meth:`sample_coalitions` (in any order and
+        any split; a foreign coalition raises ``ValueError``). Any split of a stream into calls
+        gives the one-shot result up to rounding. With a ``stopping`` rule, ``converged_`` says
+        whether it holds.
         """
         if not hasattr(self, "_rng"):
             self._validate()
             self._reset()
         masks, values = _check_coalitions(coalitions, values, self._n)
+        self._claim_issued(masks)
         self._update(masks, values)
         self.n_queries_ += masks.shape[0]
+        self.n_draws_ += masks.shape[0]
+        self.converged_ = self._converged()
         return self
 
     def _update(self, masks: np.ndarray, values: np.ndarray) -> None:
@@ -472,12 +702,14 @@ class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
         diff, base2 = inside**2 - outside**2, outside**2
         powers = np.stack([np.ones_like(centred), centred, centred**2], axis=1)
         sums = masks.T.astype(float) @ np.column_stack(
-            [both, both * centred, diff[:, None] * powers]
+            [both[:, None] * powers, diff[:, None] * powers]
         )
         self._sum_a += sums[:, 0] - base.sum()
         self._sum_au += sums[:, 1] - float(base @ centred)
-        self._sum_a2 += sums[:, 2:] + base2 @ powers
+        self._sum_au2 += sums[:, 2] - float(base @ centred**2)
+        self._sum_a2 += sums[:, 3:] + base2 @ powers
         self._sum_u += float(centred.sum())
+        self._sum_u2 += float(centred @ centred)
         self._m += masks.shape[0]
 
     def _centred_gamma(self) -> float:
@@ -514,24 +746,26 @@ class LinearSpaceEstimator(_ExtremesMixin, SemiValueApproximator):
         return self._centred_gamma() + (self._ref or 0.0)
 
     def _std_error(self) -> np.ndarray | None:
-        # per-sample terms a_i(S)(U - γ): their sample variance over m, with γ treated as fixed
-        # (for Adalina's plug-in γ = Ū the difference is O(1/m))
+        # The estimate is a smooth function of sample means, so its standard error is that of the
+        # mean of the per-sample influence terms psi = a(S)(U - γ) - k U (the delta method):
+        # k = 0 for a fixed γ; for Adalina's plug-in γ = Ū, k = -dphi/dŪ = Ā + w_{n-1} - w_0.
+        # E[Ā] = -(w_{n-1} - w_0), so k = O(1/sqrt(m)) and the term matters only at small m
+        # (0.1 dropped it). All the moments needed are O(n) running sums.
         if self._m < 2:
             return None
-        g = self._centred_gamma()
+        m, g = self._m, self._centred_gamma()
         s0, s1, s2 = self._sum_a2.T
-        second = (s2 - 2 * g * s1 + g * g * s0) / self._m
-        first = (self._sum_au - self._sum_a * g) / self._m
-        var = np.maximum(second - first**2, 0.0) * self._m / (self._m - 1)
-        return np.sqrt(var / self._m)
-
-    @property
-    def std_error_(self) -> np.ndarray:
-        """Standard error of each entry of ``values_`` (from the same O(n) running sums)."""
-        se = self._std_error() if hasattr(self, "_m") else None
-        if se is None:
-            raise NotFittedError("standard errors need at least two sampled coalitions")
-        return se
+        k = np.zeros(self._n)
+        if self.gamma == "adaptive":
+            k = self._sum_a / m + (0.0 if self.include_extremes else self._w_last - self._w_first)
+        mean_sq = (
+            (s2 - 2 * g * s1 + g * g * s0)
+            - 2 * k * (self._sum_au2 - g * self._sum_au)
+            + k * k * self._sum_u2
+        ) / m
+        mean = (self._sum_au - self._sum_a * g - k * self._sum_u) / m
+        var = np.maximum(mean_sq - mean**2, 0.0) * m / (m - 1)
+        return np.sqrt(var / m)
 
     @property
     def gamma_(self) -> float:
@@ -569,6 +803,8 @@ class Adalina(LinearSpaceEstimator):
         gamma: str | float = "adaptive",
         include_extremes: bool = False,
         paired: bool = False,
+        budget: str = "draws",
+        stopping: StoppingRule | None = None,
         batch_size: int = 100,
         random_state: RandomState = None,
     ) -> None:
@@ -578,6 +814,8 @@ class Adalina(LinearSpaceEstimator):
             gamma=gamma,
             include_extremes=include_extremes,
             paired=paired,
+            budget=budget,
+            stopping=stopping,
             batch_size=batch_size,
             random_state=random_state,
         )
@@ -606,6 +844,8 @@ class MSRProb(LinearSpaceEstimator):
         n: int,
         semivalue: SemiValueLike = "shapley",
         *,
+        budget: str = "draws",
+        stopping: StoppingRule | None = None,
         batch_size: int = 100,
         random_state: RandomState = None,
     ) -> None:
@@ -614,6 +854,8 @@ class MSRProb(LinearSpaceEstimator):
             semivalue,
             gamma=0.0,
             include_extremes=True,
+            budget=budget,
+            stopping=stopping,
             batch_size=batch_size,
             random_state=random_state,
         )

@@ -27,7 +27,12 @@ MAX_TABLE_PLAYERS = 24
 
 def _to_numpy(values: Any) -> np.ndarray:
     if hasattr(values, "detach"):  # a torch tensor, possibly on an accelerator
-        values = values.detach().cpu().numpy()
+        values = values.detach().cpu()
+        if not values.is_floating_point() or values.element_size() < 4:
+            # numpy has no bfloat16 (``.numpy()`` raises a bare TypeError) and float16 loses
+            # nothing on the way up: widen exactly, without importing torch here
+            values = values.double()
+        values = values.numpy()
     return np.asarray(values, dtype=float)
 
 
@@ -36,22 +41,43 @@ def _describe(mask: np.ndarray) -> str:
     return f"coalition {members} (players present, of n={mask.size})"
 
 
+def _index_list_hint(game: GameLike, masks: np.ndarray) -> bool:
+    """Whether ``game`` runs on the first coalition as player indices (one list, or a batch of one).
+
+    Only called after the game has already failed; it calls the game once or twice more, on one
+    coalition each (uncharged: the run ends with the error either way).
+    """
+    members = np.flatnonzero(masks[0]).tolist()
+    probe: Any = game  # deliberately called outside its declared (mask matrix) signature
+    for retry in (members, [members]):
+        try:
+            probe(retry)
+        except Exception:  # this form fails too: try the next, else keep the user's own error
+            continue
+        return True
+    return False
+
+
 def evaluate(game: GameLike, masks: np.ndarray) -> np.ndarray:
     """``game(masks)`` as a float64 ``(batch,)`` array, or an error naming the fault.
 
-    Raises ``TypeError`` with a hint when the game fails on a boolean matrix the way a game written
-    for index lists does (``TypeError``, ``IndexError`` or ``KeyError`` on the call), and
-    ``ValueError`` on a wrong output shape or a non-finite value (naming the first offending
-    coalition).
+    A ``TypeError``, ``IndexError`` or ``KeyError`` raised by the game is re-raised as a
+    ``TypeError`` with a hint only when the game runs on the first coalition given as a list of
+    player indices (it was written for index lists); otherwise the game's own error propagates
+    unchanged (finding out costs one or two more calls of the game on a single coalition, after
+    it has failed). A wrong output shape or a non-finite value raises ``ValueError`` naming the
+    first offending coalition. Torch tensors are accepted (bfloat16 and float16 are widened).
     """
     try:
         raw = game(masks)
     except (TypeError, IndexError, KeyError) as err:
+        if masks.shape[0] == 0 or not _index_list_hint(game, masks):
+            raise
         raise TypeError(
-            f"the game failed on a boolean coalition matrix of shape {masks.shape} ({err}). Games "
-            "take a boolean (batch, n_players) matrix -- row b holds coalition b, True for the "
-            "players present -- and return a (batch,) array; a game written for lists of player "
-            "indices can be wrapped as lambda m: np.array([f(np.flatnonzero(r)) for r in m])"
+            f"the game failed on a boolean coalition matrix of shape {masks.shape} ({err!r}) but "
+            "runs on a list of player indices. Games take a boolean (batch, n_players) matrix -- "
+            "row b holds coalition b, True for the players present -- and return a (batch,) "
+            "array; wrap an index-list game as lambda m: np.array([f(np.flatnonzero(r)) for r in m])"
         ) from err
     values = _to_numpy(raw)
     if values.shape != (masks.shape[0],):
@@ -89,12 +115,17 @@ class Game:
         raise NotImplementedError
 
     def __call__(self, masks: np.ndarray) -> np.ndarray:
+        """Utilities of a boolean ``(batch, n_players)`` matrix, or ``(1,)`` for one ``(n_players,)``
+        coalition (shapiq's approximators query the empty and the full coalition that way)."""
         masks = np.asarray(masks)
         if masks.dtype != bool:
             raise TypeError(f"coalitions must be a boolean matrix, got dtype {masks.dtype}")
+        if masks.ndim == 1:
+            masks = masks[None, :]
         if masks.ndim != 2 or masks.shape[1] != self.n_players:
             raise ValueError(
-                f"coalitions must have shape (batch, {self.n_players}), got {masks.shape}"
+                f"coalitions must have shape (batch, {self.n_players}) or ({self.n_players},), "
+                f"got {masks.shape}"
             )
         if self.n_jobs in (None, 1) or masks.shape[0] < 2:
             return self.value_function(masks)
@@ -209,10 +240,16 @@ class DataValuationGame(Game):
 
     ``model`` is a scikit-learn estimator (cloned for every coalition). ``scoring`` is ``None``
     (``model.score``), a scorer name for ``sklearn.metrics.get_scorer`` or a callable
-    ``(fitted, X, y) -> float``. A coalition the model cannot be trained or scored on (the empty
-    one, a classifier seeing one class, fewer points than a k-NN's k) is worth ``default_score``, as
-    in pyDVL. Fitting dominates, so set ``n_jobs`` to use the machine's cores (or a Dask/Ray joblib
-    backend).
+    ``(fitted, X, y) -> float``. Fitting dominates, so set ``n_jobs`` to use the machine's cores (or
+    a Dask/Ray joblib backend).
+
+    The shapes are checked when the game is built, and the first call fits and scores the model on
+    the whole training set with no error caught: a setup error (a validation set of the wrong width,
+    a scorer that does not apply) raises there. That score is kept as ``U(training set)``, so the
+    check costs no extra fit when the full coalition is queried (Adalina queries it first); with
+    Adalina-All, which may never draw it, the check is one fit not counted in ``n_queries``. After that, a coalition the model cannot be trained
+    or scored on (the empty one, a classifier seeing one class, fewer points than a k-NN's k: a
+    ``ValueError`` from ``fit`` or the score) is worth ``default_score``, as in pyDVL.
     """
 
     def __init__(
@@ -227,40 +264,61 @@ class DataValuationGame(Game):
         default_score: float = 0.0,
         n_jobs: int | None = None,
     ) -> None:
-        X_train = np.asarray(X_train)
-        y_train = np.asarray(y_train)
-        if X_train.shape[0] != y_train.shape[0]:
+        X_train, y_train = np.asarray(X_train), np.asarray(y_train)
+        X_val, y_val = np.asarray(X_val), np.asarray(y_val)
+        if X_train.ndim != 2 or X_train.shape[0] != y_train.shape[0]:
             raise ValueError(
-                f"X_train and y_train disagree on the number of points: {X_train.shape[0]} vs "
-                f"{y_train.shape[0]}"
+                "X_train must be 2-d with one row per entry of y_train; got X_train of shape "
+                f"{X_train.shape} and y_train of shape {y_train.shape}"
+            )
+        if X_val.ndim != 2 or X_val.shape[1] != X_train.shape[1]:
+            raise ValueError(
+                f"X_val must have shape (rows, {X_train.shape[1]}) like X_train "
+                f"{X_train.shape}; got {X_val.shape}"
+            )
+        if X_val.shape[0] != y_val.shape[0] or y_val.shape[1:] != y_train.shape[1:]:
+            raise ValueError(
+                f"y_val must have shape ({X_val.shape[0]},{y_train.shape[1:] or ''}) to match "
+                f"X_val {X_val.shape} and y_train {y_train.shape}; got {y_val.shape}"
             )
         super().__init__(X_train.shape[0], n_jobs=n_jobs)
         self.model = model
         self.X_train = X_train
         self.y_train = y_train
-        self.X_val = np.asarray(X_val)
-        self.y_val = np.asarray(y_val)
+        self.X_val = X_val
+        self.y_val = y_val
         self.scoring = scoring
         self.default_score = float(default_score)
+        self._full_score: float | None = None  # U(training set), from the first call's check
 
-    def _score_one(self, mask: np.ndarray) -> float:
+    def _fit_and_score(self, mask: np.ndarray) -> float:
         from sklearn.base import clone
         from sklearn.metrics import get_scorer
 
+        fitted = clone(self.model).fit(self.X_train[mask], self.y_train[mask])
+        if self.scoring is None:
+            return float(fitted.score(self.X_val, self.y_val))
+        if isinstance(self.scoring, str):
+            return float(get_scorer(self.scoring)(fitted, self.X_val, self.y_val))
+        return float(self.scoring(fitted, self.X_val, self.y_val))
+
+    def _score_one(self, mask: np.ndarray) -> float:
         if not mask.any():
             return self.default_score
-        fitted = clone(self.model)
+        if self._full_score is not None and mask.all():
+            return self._full_score
         try:
-            fitted.fit(self.X_train[mask], self.y_train[mask])
-            if self.scoring is None:
-                return float(fitted.score(self.X_val, self.y_val))
-            if isinstance(self.scoring, str):
-                return float(get_scorer(self.scoring)(fitted, self.X_val, self.y_val))
-            return float(self.scoring(fitted, self.X_val, self.y_val))
+            return self._fit_and_score(mask)
         except ValueError:
-            # sklearn raises ValueError on training sets it cannot use (a single class for a
-            # classifier, fewer points than a k-NN's k)
+            # the whole training set worked (checked on the first call), so this is a subset
+            # sklearn cannot use: a single class for a classifier, fewer points than a k-NN's k
             return self.default_score
+
+    def __call__(self, masks: np.ndarray) -> np.ndarray:
+        if self._full_score is None:
+            # no error caught here: a bad validation set or scorer must not read as zeros
+            self._full_score = self._fit_and_score(np.ones(self.n_players, dtype=bool))
+        return super().__call__(masks)
 
     def value_function(self, masks: np.ndarray) -> np.ndarray:
         return np.array([self._score_one(m) for m in masks], dtype=float)
