@@ -107,12 +107,21 @@ def _editable(folders: list[str], extras: str = "test") -> list[str]:
     return args
 
 
+# A venv may hold no torch at all (a torch-free package's own suite); if it holds one, it is the CPU
+# build the constraints pin, never a CUDA build a bare range would pull.
+_CPU_TORCH_CHECK = """
+import importlib.util
+if importlib.util.find_spec("torch") is None:
+    print("no torch installed")
+else:
+    import torch
+    assert torch.version.cuda is None, torch.__version__
+    print("torch", torch.__version__)
+"""
+
+
 def _assert_cpu_torch(session: nox.Session) -> None:
-    session.run(
-        "python",
-        "-c",
-        "import torch; assert torch.version.cuda is None, torch.__version__; print('torch', torch.__version__)",
-    )
+    session.run("python", "-c", _CPU_TORCH_CHECK)
 
 
 def _pytest(
