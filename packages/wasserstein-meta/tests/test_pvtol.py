@@ -179,3 +179,14 @@ def test_log_cosh_is_exact_and_finite_far_out():
     assert_close(_log_cosh(x), torch.log(torch.cosh(x)), atol=1e-12)
     far = _log_cosh(torch.tensor([-1e4, 1e4], dtype=torch.float64))
     assert_close(far, torch.tensor([1e4 - math.log(2.0)] * 2), atol=1e-9)
+
+
+def test_pvtol_data_are_flown_by_the_nominal_flatness_law():
+    plant = wm.systems.PVTOL()
+    # The base code flies 30 s references; six knots over a short span ask for ÿ + g <= 0.
+    data = wm.data.generate(plant, wm.tasks.BetaWind(0.0, 3.0, 5.0, 9.0), n_traj=2, T=10.0, dt=0.25)
+    assert data.q.shape == (2, 41, 3) and data.u.shape == (2, 41, 2)
+    assert np.isfinite(data.q).all() and (data.u[..., 0] > 0).all()  # thrust stays positive
+    assert data.wind.min() > 0 and data.wind.max() < 3.0
+    with pytest.raises(TypeError, match="PFAR or a PVTOL"):
+        wm.data.generate(object(), wm.tasks.BetaWind(), n_traj=1)

@@ -516,7 +516,6 @@ def run(args: ReproduceArgs) -> Report:
         note="Adaptation switched off: a PD controller with the same tracking law.",
     )
 
-
     fig, ax = subplots(figsize=(6, 3.5))
     for name, res in results.items():
         if res[0]["history"] and res[0]["history"]["val_loss"]:
