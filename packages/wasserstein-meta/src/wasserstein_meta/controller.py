@@ -14,7 +14,7 @@ With ``ψ = Quadratic(P)`` this is the published law ``Â̇ = L_Γ P L_Γᵀ s y
 from __future__ import annotations
 
 import dataclasses
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -22,6 +22,9 @@ from torch import nn
 from wasserstein_meta.features import MLPFeatures, ZeroFeatures
 from wasserstein_meta.potentials import BregmanPotential, Quadratic
 from wasserstein_meta.spd import PDGains
+
+if TYPE_CHECKING:
+    from wasserstein_meta.pvtol import PVTOLGains
 
 
 @dataclasses.dataclass
@@ -53,14 +56,15 @@ class AdaptiveController(nn.Module):
         plant,
         features: nn.Module | None = None,
         potential: BregmanPotential | None = None,
-        gains: PDGains | None = None,
+        gains: PDGains | PVTOLGains | None = None,
     ):
         super().__init__()
         self.plant = plant
         self.features = features if features is not None else MLPFeatures(2 * plant.dim)
         inputs = getattr(plant, "input_dim", plant.dim)
         self.potential = potential if potential is not None else Quadratic(dim=inputs)
-        self.gains = gains if gains is not None else PDGains(plant.dim)
+        # A PVTOLController keeps PVTOLGains here and overrides every method that reads Λ or K.
+        self.gains = cast(PDGains, gains) if gains is not None else PDGains(plant.dim)
         if self.gains.dim != inputs:
             raise ValueError(
                 f"gains are {self.gains.dim}-dimensional, the plant has {inputs} inputs"

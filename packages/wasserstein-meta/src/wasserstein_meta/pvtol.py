@@ -16,6 +16,7 @@ Euclidean case is the base code's ``Â̇ = Γ Bᵀ ∇_s V yᵀ``. ``∇_s V`` i
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -194,7 +195,7 @@ class PVTOLController(AdaptiveController):
         super().__init__(plant, features, potential, gains if gains is not None else PVTOLGains())
 
     def rollout_constants(self) -> tuple[torch.Tensor, ...]:
-        return (self.gamma_factor(), *self.gains.values())
+        return (self.gamma_factor(), *cast(PVTOLGains, self.gains).values())
 
     def initial_state(self, ref: torch.Tensor) -> torch.Tensor:
         return flat_to_state(ref)[0]
