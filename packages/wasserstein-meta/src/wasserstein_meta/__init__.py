@@ -18,6 +18,7 @@ from wasserstein_meta.ensemble import LearnedEnsemble, OracleEnsemble, fit_ensem
 from wasserstein_meta.errors import SimulationDiverged
 from wasserstein_meta.features import MLPFeatures, ZeroFeatures
 from wasserstein_meta.potentials import bregman_divergence
+from wasserstein_meta.pvtol import PVTOLController, PVTOLGains
 from wasserstein_meta.simulate import Trajectory, simulate
 from wasserstein_meta.spd import PDGains
 from wasserstein_meta.training import History, meta_train
@@ -34,6 +35,8 @@ __all__ = [
     "MLPFeatures",
     "OracleEnsemble",
     "PDGains",
+    "PVTOLController",
+    "PVTOLGains",
     "SimulationDiverged",
     "Trajectory",
     "ZeroFeatures",

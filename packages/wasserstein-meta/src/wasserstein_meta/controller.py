@@ -14,7 +14,7 @@ With ``ψ = Quadratic(P)`` this is the published law ``Â̇ = L_Γ P L_Γᵀ s y
 from __future__ import annotations
 
 import dataclasses
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -22,6 +22,9 @@ from torch import nn
 from wasserstein_meta.features import MLPFeatures, ZeroFeatures
 from wasserstein_meta.potentials import BregmanPotential, Quadratic
 from wasserstein_meta.spd import PDGains
+
+if TYPE_CHECKING:
+    from wasserstein_meta.pvtol import PVTOLGains
 
 
 @dataclasses.dataclass
@@ -33,6 +36,11 @@ class ControlOutput:
     y: torch.Tensor  # (B, m) features
     a_hat: torch.Tensor  # (B, d, m) the estimate Â
     drive: torch.Tensor  # (B, d·m) vec(L_Γᵀ s yᵀ)
+    r: torch.Tensor  # (B, 3) the reference configuration and its rate
+    dr: torch.Tensor
+    estimate: torch.Tensor  # (B, 3) the adapted model of the disturbance on q̈
+    effort: torch.Tensor  # (B,) the control cost's integrand
+    saturated: torch.Tensor | None = None  # (B,) bool: a clamp was active (PVTOL thrust floor)
 
 
 class AdaptiveController(nn.Module):
@@ -48,21 +56,42 @@ class AdaptiveController(nn.Module):
         plant,
         features: nn.Module | None = None,
         potential: BregmanPotential | None = None,
-        gains: PDGains | None = None,
+        gains: PDGains | PVTOLGains | None = None,
     ):
         super().__init__()
         self.plant = plant
         self.features = features if features is not None else MLPFeatures(2 * plant.dim)
-        self.potential = potential if potential is not None else Quadratic(dim=plant.dim)
-        self.gains = gains if gains is not None else PDGains(plant.dim)
-        if self.gains.dim != plant.dim:
+        inputs = getattr(plant, "input_dim", plant.dim)
+        self.potential = potential if potential is not None else Quadratic(dim=inputs)
+        # A PVTOLController keeps PVTOLGains here and overrides every method that reads Λ or K.
+        self.gains = cast(PDGains, gains) if gains is not None else PDGains(plant.dim)
+        if self.gains.dim != inputs:
             raise ValueError(
-                f"gains are {self.gains.dim}-dimensional, the plant has {plant.dim} dofs"
+                f"gains are {self.gains.dim}-dimensional, the plant has {inputs} inputs"
             )
-        self.dim = plant.dim
+        self.dim = inputs
         self.m = int(cast(int, self.features.out_dim))
         self.n_params = self.dim * self.m
         self.potential.bind(self.n_params)
+
+    # References are splines of (x, y, φ) with r, ṙ, r̈ (PVTOL: flat outputs with four derivatives).
+    ref_derivs = 2
+
+    def rollout_constants(self) -> tuple[torch.Tensor, ...]:
+        """What :meth:`control` needs that is fixed over a rollout: ``(L_Γ, Λ, K)``."""
+        return self.gamma_factor(), self.gains.Lambda, self.gains.K
+
+    def initial_state(self, ref: torch.Tensor) -> torch.Tensor:
+        """``(q, q̇)(0) = (r, ṙ)(0)`` from the reference's derivatives ``(derivs + 1, B, 3)``."""
+        return torch.cat([ref[0], ref[1]], -1)
+
+    def reference_state(self, ref: torch.Tensor) -> torch.Tensor:
+        """The state ``(r, ṙ)`` the reference asks for, ``(B, 6)``."""
+        return torch.cat([ref[0], ref[1]], -1)
+
+    def adapted_force(self, q: torch.Tensor, force: torch.Tensor) -> torch.Tensor:
+        """A disturbance in the coordinates ``Â y`` models (fully actuated: the force itself)."""
+        return force
 
     @property
     def adapts(self) -> bool:
@@ -104,4 +133,16 @@ class AdaptiveController(nn.Module):
         tau = dv + self.plant.gravity(q) - (a_hat @ y.unsqueeze(-1)).squeeze(-1) - s @ K.T
         u = self.plant.solve_input(q, tau)
         drive = ((s @ L_gamma).unsqueeze(-1) * y.unsqueeze(-2)).reshape(-1, self.n_params)
-        return ControlOutput(u=u, s=s, e=e, de=de, y=y, a_hat=a_hat, drive=drive)
+        return ControlOutput(
+            u=u,
+            s=s,
+            e=e,
+            de=de,
+            y=y,
+            a_hat=a_hat,
+            drive=drive,
+            r=r,
+            dr=dr,
+            estimate=(a_hat @ y.unsqueeze(-1)).squeeze(-1),
+            effort=(u**2).sum(-1),
+        )

@@ -8,13 +8,13 @@ import dataclasses
 import numpy as np
 import torch
 
-from wasserstein_meta.systems import PFAR
+from wasserstein_meta.systems import PFAR, PVTOL
 from wasserstein_meta.trajectories import evaluate, random_splines
 
 
 @dataclasses.dataclass
 class Dataset:
-    """``t (N+1,)``; ``q, dq, u (J, N+1, 3)``; ``wind (J,)``, one wind speed per trajectory."""
+    """``t (N+1,)``; ``q, dq (J, N+1, 3)``, ``u (J, N+1, inputs)``; ``wind (J,)``, one per trajectory."""
 
     t: np.ndarray
     q: np.ndarray
@@ -42,17 +42,21 @@ def generate(
 ) -> Dataset:
     """Fly ``n_traj`` random references (T s, 6-knot splines) in winds drawn from ``wind``.
 
-    The nominal controller is the feedback-linearising PD ``u = B⁻¹(r̈ − kp e − kd ė + g)`` that
-    ignores the wind; states are integrated by RK4 with the input held over each step.
+    PFAR: the nominal controller is the feedback-linearising PD ``u = B⁻¹(r̈ − kp e − kd ė + g)``
+    that ignores the wind; states are integrated by RK4 with the input held over each step.
+    PVTOL: flat-output splines tracked by the flatness law at the base code's nominal gains (all 1),
+    no adaptation, RK4 with the feedback evaluated at every stage (``kp``, ``kd`` unused).
     """
-    if not isinstance(plant, PFAR):
-        raise NotImplementedError("data generation is implemented for the PFAR only")
+    if not isinstance(plant, PFAR | PVTOL):
+        raise TypeError(f"plant must be a PFAR or a PVTOL, got {type(plant).__name__}")
     if n_traj < 1:
         raise ValueError(f"n_traj must be >= 1, got {n_traj}")
     if not (dt > 0 and dt < T):
         raise ValueError(f"need 0 < dt < T, got dt={dt}, T={T}")
     rng = np.random.default_rng(seed)
     winds = wind.sample(n_traj, rng)
+    if isinstance(plant, PVTOL):
+        return _generate_pvtol(plant, winds, T, dt, int(rng.integers(2**31)))
     refs = random_splines(n_traj, T=T, seed=int(rng.integers(2**31)))
     n_steps = round(T / dt)
     t = np.arange(n_steps + 1) * dt
@@ -84,4 +88,18 @@ def generate(
         dq=torch.stack(dqs, 1).numpy(),
         u=torch.stack(us, 1).numpy(),
         wind=winds,
+    )
+
+
+def _generate_pvtol(plant: PVTOL, winds: np.ndarray, T: float, dt: float, seed: int) -> Dataset:
+    from wasserstein_meta.features import ZeroFeatures
+    from wasserstein_meta.pvtol import PVTOLController
+    from wasserstein_meta.simulate import simulate
+    from wasserstein_meta.trajectories import random_flat_splines
+
+    refs = random_flat_splines(len(winds), T=T, seed=seed)
+    nominal = PVTOLController(plant, ZeroFeatures(), None).double()
+    traj = simulate(nominal, plant, refs, wind=winds.tolist(), T=T, dt=dt)
+    return Dataset(
+        t=traj.t.numpy(), q=traj.q.numpy(), dq=traj.dq.numpy(), u=traj.u.numpy(), wind=winds
     )

@@ -443,7 +443,8 @@ def median_pairwise_cost(atoms: torch.Tensor, Q: torch.Tensor) -> float:
     if len(i) == 0:
         return 0.0
     diff = atoms[i] - atoms[j]
-    return float((0.5 * ((diff @ Q) * diff).sum(-1)).median())
+    # torch.median returns the lower middle value for an even count; quantile interpolates, as numpy.
+    return float(torch.quantile(0.5 * ((diff @ Q) * diff).sum(-1), 0.5))
 
 
 def _check_atoms(atoms: torch.Tensor, n: int | None) -> torch.Tensor:

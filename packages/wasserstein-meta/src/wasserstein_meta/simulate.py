@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from wasserstein_meta.errors import SimulationDiverged
+from wasserstein_meta.pvtol import THRUST_FLOOR
+from wasserstein_meta.systems import GRAVITY
 from wasserstein_meta.trajectories import Spline, evaluate
 
 # Butcher tableaux (a, b, c) of the explicit schemes.
@@ -77,9 +80,14 @@ def _check_time(T: float, dt: float) -> int:
 
 
 def reference_stages(
-    refs: Sequence[Spline], T: float, dt: float, integrator: str, dtype: torch.dtype
+    refs: Sequence[Spline],
+    T: float,
+    dt: float,
+    integrator: str,
+    dtype: torch.dtype,
+    derivs: int = 2,
 ) -> dict[float, torch.Tensor]:
-    """``{c: (3, B, N + 1, 3)}``: r, ṙ, r̈ at the stage times ``t_i + c·dt``, ``i = 0 … N``."""
+    """``{c: (derivs + 1, B, N + 1, coords)}``: r, ṙ, r̈, … at the stage times ``t_i + c·dt``."""
     if integrator not in TABLEAUX:
         raise ValueError(f"integrator must be one of {sorted(TABLEAUX)}, got {integrator!r}")
     n_steps = _check_time(T, dt)
@@ -88,7 +96,8 @@ def reference_stages(
             raise ValueError(f"reference {j} lasts {ref.T} s, shorter than the simulation T={T}")
     grid = np.arange(n_steps + 1) * dt
     return {
-        c: evaluate(refs, grid + c * dt, 2, dtype) for c in sorted(set(TABLEAUX[integrator][2]))
+        c: evaluate(refs, grid + c * dt, derivs, dtype)
+        for c in sorted(set(TABLEAUX[integrator][2]))
     }
 
 
@@ -112,44 +121,48 @@ def closed_loop(
     n_steps = _check_time(T, dt)
     dtype = controller_dtype(ctrl)
     if stages is None:
-        stages = reference_stages(refs, T, dt, integrator, dtype)
+        stages = reference_stages(refs, T, dt, integrator, dtype, ctrl.ref_derivs)
     a_tab, b_tab, c_tab = TABLEAUX[integrator]
     ref_index, model_index = torch.as_tensor(ref_index), torch.as_tensor(model_index)
-    batch, d, n = len(ref_index), ctrl.dim, ctrl.n_params
+    batch, n = len(ref_index), ctrl.n_params
     pot, plant = ctrl.potential, ctrl.plant
+    nq = plant.dim  # configuration dofs (the adapted dimension d is the input count)
     start = stages[0.0][:, ref_index, 0].to(dtype)
-    x = torch.cat([start[0], start[1]], -1)
+    x = ctrl.initial_state(start)
     z = pot.initial_state(batch, n, x)
     X = torch.cat([x, z, x.new_zeros(batch, 3)], -1)
     records: list[dict[str, torch.Tensor]] = []
+    saturated = x.new_zeros(())
 
     with pot.frozen():
-        L_gamma, Lam, K = ctrl.gamma_factor(), ctrl.gains.Lambda, ctrl.gains.K
+        consts = ctrl.rollout_constants()
 
         def rhs(X: torch.Tensor, step: int, c: float, record: bool = False) -> torch.Tensor:
-            q, dq, z = X[:, :d], X[:, d : 2 * d], X[:, 2 * d : 2 * d + n]
+            nonlocal saturated
+            q, dq, z = X[:, :nq], X[:, nq : 2 * nq], X[:, 2 * nq : 2 * nq + n]
             ref = stages[c][:, ref_index, step].to(dtype)
-            out = ctrl.control(q, dq, (ref[0], ref[1], ref[2]), z, L_gamma, Lam, K)
+            out = ctrl.control(q, dq, tuple(ref), z, *consts)
             f = ensemble.force(model_index, q, dq)
             ddq = plant.acceleration(q, dq, out.u, f)
             dz = pot.state_rate(z, out.drive) if ctrl.adapts else torch.zeros_like(z)
-            est = (out.a_hat @ out.y.unsqueeze(-1)).squeeze(-1)
+            if out.saturated is not None:
+                saturated = saturated + out.saturated.sum()
             costs = torch.stack(
-                [(out.e**2 + out.de**2).sum(-1), (out.u**2).sum(-1), ((est - f) ** 2).sum(-1)], -1
+                [(out.e**2 + out.de**2).sum(-1), out.effort, ((out.estimate - f) ** 2).sum(-1)], -1
             )
             if record:
                 records.append(
                     dict(
                         q=q,
                         dq=dq,
-                        r=ref[0],
-                        dr=ref[1],
+                        r=out.r,
+                        dr=out.dr,
                         u=out.u,
                         s=out.s,
                         a_hat=out.a_hat,
                         state=z,
                         force=f,
-                        estimate=est,
+                        estimate=out.estimate,
                     )
                 )
             return torch.cat([dq, ddq, dz, costs], -1)
@@ -164,9 +177,16 @@ def closed_loop(
                 ks.append(rhs(Xs, step, c, record=store and not ks))
             X = X + dt * sum(b * k for b, k in zip(b_tab, ks, strict=True))
             if (step + 1) % CHECK_EVERY == 0 or step + 1 == n_steps:
-                _check_finite(X[:, : 2 * d + n], (step + 1) * dt, ref_index, model_index, ensemble)
+                _check_finite(X[:, : 2 * nq + n], (step + 1) * dt, ref_index, model_index, ensemble)
         if store:
             rhs(X, n_steps, 0.0, record=True)  # the state at T (the stage grids reach step N)
+    if float(saturated) > 0:
+        warnings.warn(
+            f"PVTOL thrust singularity: v_y + g fell to the floor {THRUST_FLOOR} at "
+            f"{int(saturated)} stage evaluations and was clamped there",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     cost = X[:, -3:]
     if not store:
         return cost
@@ -237,9 +257,18 @@ def simulate(
 
 
 def check_reference_attitude(refs: Sequence[Spline], T: float, dt: float) -> None:
-    """A reference with |φ| ≥ π/2 asks the vehicle to fly on its side: refuse it."""
+    """A reference with |φ| ≥ π/2 asks the vehicle to fly on its side: refuse it. For a flat-output
+    (PVTOL) reference that is ``ÿ + g ≤ 0``: it would have to accelerate downwards faster than g."""
     grid = np.arange(_check_time(T, dt) + 1) * dt
     for j, ref in enumerate(refs):
+        if len(ref.coeffs) == 2:
+            lift = (ref(grid, 2)[2, :, 1] + GRAVITY).min()
+            if lift <= THRUST_FLOOR:
+                raise ValueError(
+                    f"flat reference {j} needs ÿ + g = {lift:.3f} <= {THRUST_FLOOR}: the PVTOL "
+                    "cannot accelerate downwards faster than gravity"
+                )
+            continue
         phi = np.abs(ref(grid, 0)[0, :, 2]).max()
         if phi >= math.pi / 2:
             raise ValueError(f"reference {j} reaches |φ| = {phi:.3f} >= π/2")

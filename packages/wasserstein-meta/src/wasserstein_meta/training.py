@@ -31,11 +31,17 @@ class History:
     best_val: float = math.inf
 
 
-def reference_states(refs: Sequence[Spline], T: float, n_points: int = 50) -> torch.Tensor:
-    """``(len(refs)·n_points, 6)`` states ``(r, ṙ)`` sampled along the references."""
+def reference_states(
+    refs: Sequence[Spline], T: float, n_points: int = 50, ctrl=None
+) -> torch.Tensor:
+    """``(len(refs)·n_points, 6)`` states the references ask for, sampled along them: ``(r, ṙ)``,
+    or through ``ctrl.reference_state`` (the PVTOL's flatness map) when a controller is given."""
     t = np.linspace(0.0, T, n_points)
-    r = evaluate(refs, t, 1)
-    return torch.cat([r[0], r[1]], -1).reshape(-1, 6)
+    if ctrl is None:
+        r = evaluate(refs, t, 1)
+        return torch.cat([r[0], r[1]], -1).reshape(-1, 6)
+    r = evaluate(refs, t, ctrl.ref_derivs)
+    return ctrl.reference_state(r.reshape(r.shape[0], -1, r.shape[-1]))
 
 
 def task_atoms(ctrl, ensemble, states: torch.Tensor, ridge: float = 1e-3) -> torch.Tensor:
@@ -52,7 +58,8 @@ def task_atoms(ctrl, ensemble, states: torch.Tensor, ridge: float = 1e-3) -> tor
     y = ctrl.features(states)
     K = ensemble.n_models
     idx = torch.arange(K).repeat_interleave(len(states))
-    f = ensemble.force(idx, q.repeat(K, 1), dq.repeat(K, 1)).view(K, len(states), -1)
+    f = ensemble.force(idx, q.repeat(K, 1), dq.repeat(K, 1))
+    f = ctrl.adapted_force(q.repeat(K, 1), f).view(K, len(states), -1)
     gram = y.T @ y
     gram = gram + ridge * gram.diagonal().mean() * torch.eye(y.shape[-1], dtype=y.dtype)
     A = torch.linalg.solve(gram, y.T @ f).transpose(-1, -2)  # (K, d, m)
@@ -125,11 +132,11 @@ def meta_train(
     r_train, r_val = [refs[i] for i in train_refs], [refs[i] for i in val_refs]
     check_reference_attitude(list(refs), T, dt)
     dtype = controller_dtype(ctrl)
-    st_train = reference_stages(r_train, T, dt, integrator, dtype)
-    st_val = reference_stages(r_val, T, dt, integrator, dtype)
+    st_train = reference_stages(r_train, T, dt, integrator, dtype, ctrl.ref_derivs)
+    st_val = reference_stages(r_val, T, dt, integrator, dtype, ctrl.ref_derivs)
     train_pairs = _pairs(len(r_train), ens_train.n_models)
     val_pairs = _pairs(len(r_val), ens_val.n_models)
-    states = reference_states(r_train, T)
+    states = reference_states(r_train, T, ctrl=ctrl)
     opt = torch.optim.Adam([p for p in ctrl.parameters() if p.requires_grad], lr=lr)
     history = History()
     best_state = copy.deepcopy(ctrl.state_dict())

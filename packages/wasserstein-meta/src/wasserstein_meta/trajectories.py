@@ -72,7 +72,8 @@ def min_derivative_spline(values: np.ndarray, order: int, deriv: int) -> np.ndar
 
 @dataclasses.dataclass(frozen=True)
 class Spline:
-    """One reference ``r(t) ∈ R³``: knot times and per-coordinate unit-time coefficients."""
+    """One reference ``r(t)`` (``R³`` for the PFAR, flat outputs ``R²`` for the PVTOL): knot times and
+    per-coordinate unit-time coefficients."""
 
     knot_times: np.ndarray
     coeffs: tuple[np.ndarray, ...]
@@ -82,7 +83,7 @@ class Spline:
         return float(self.knot_times[-1])
 
     def __call__(self, t: np.ndarray | float, derivs: int = 2) -> np.ndarray:
-        """``(derivs + 1, len(t), 3)``: r, ṙ, r̈, … at times ``t`` (clamped to [0, T])."""
+        """``(derivs + 1, len(t), coords)``: r, ṙ, r̈, … at times ``t`` (clamped to [0, T])."""
         t = np.asarray(np.clip(np.atleast_1d(np.asarray(t, dtype=float)), 0.0, self.T))
         seg = np.clip(
             np.searchsorted(self.knot_times, t, side="right") - 1, 0, len(self.knot_times) - 2
@@ -165,8 +166,35 @@ def random_splines(
     return refs
 
 
+def random_flat_splines(
+    n: int,
+    T: float = 10.0,
+    num_knots: int = 6,
+    knot_scale: float = 1.0,
+    max_step: tuple[float, float] = (2.0, 2.0),
+    seed: int = 0,
+) -> list[Spline]:
+    """``n`` random PVTOL flat-output references ``(x, y)`` on ``[0, T]`` (base code: 6 knots, orders
+    (9, 9), minimum jerk (3, 3), knot steps ±2 m): a random walk of knots from the origin."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not (T > 0 and math.isfinite(T)):
+        raise ValueError(f"T must be a positive duration, got {T}")
+    if num_knots < 2:
+        raise ValueError(f"num_knots must be >= 2, got {num_knots}")
+    rng = np.random.default_rng(seed)
+    times = np.linspace(0.0, T, num_knots)
+    step = knot_scale * np.asarray(max_step)
+    refs = []
+    for _ in range(n):
+        knots = np.zeros((num_knots, 2))
+        knots[1:] = np.cumsum(rng.uniform(-step, step, size=(num_knots - 1, 2)), axis=0)
+        refs.append(spline(times.tolist(), knots, (9, 9), (3, 3)))
+    return refs
+
+
 def evaluate(
     refs: Sequence[Spline], t: np.ndarray, derivs: int = 2, dtype=torch.float64
 ) -> torch.Tensor:
-    """``(derivs + 1, len(refs), len(t), 3)`` tensor of the references and their derivatives."""
+    """``(derivs + 1, len(refs), len(t), coords)`` tensor of the references and their derivatives."""
     return torch.as_tensor(np.stack([r(t, derivs) for r in refs], axis=1), dtype=dtype)
