@@ -15,6 +15,7 @@ from hybridflow.latency import chrome_trace, makespan, step_time
 from hybridflow.pipeline import HybridFlow, StepFailed
 from hybridflow.plan import PlanError, Subtask, TaskDAG
 from hybridflow.planners import PLANNER_PROMPT, CallablePlanner, LLMPlanner, RulePlanner, rule_plan
+from hybridflow.server import serve
 from hybridflow.router import (
     ConstantRouter,
     QueryRouter,
@@ -71,6 +72,7 @@ __all__ = [
     "p_cloud",
     "router_loss",
     "rule_plan",
+    "serve",
     "step_time",
     "utility_label",
 ]

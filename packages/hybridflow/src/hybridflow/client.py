@@ -67,9 +67,10 @@ class CallFailed(RuntimeError):
 
 
 class _BrokenStream(Exception):
-    def __init__(self, text: str, why: str) -> None:
+    def __init__(self, text: str, why: str, *, timeout: bool = False) -> None:
         super().__init__(why)
         self.text = text
+        self.timeout = timeout
 
 
 def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
@@ -178,59 +179,18 @@ class ChatClient:
 
                 try:
                     text, usage, ttft, seconds = await self._once(msgs, cap, sink)
-                except self._openai.APIStatusError as error:
-                    status = error.status_code
-                    attempts.append(Attempt(f"http_{status}", 0, 0, False, 0.0, 0.0))
-                    if not retryable_status(status):
+                except (self._openai.APIError, self._httpx.TransportError, _BrokenStream) as error:
+                    attempt, wait, retryable = self._failed_attempt(error, msgs, "".join(delivered))
+                    attempts.append(attempt)
+                    if not retryable or (delivered and not retry_after_text):
+                        why = attempt.outcome + (" after text" if delivered else "")
                         raise CallFailed(
-                            f"{self.endpoint.name}: HTTP {status}: {error.message}",
-                            attempts,
-                            queue_s,
+                            f"{self.endpoint.name}: {why}: {error}", attempts, queue_s
                         ) from error
-                    wait = retry_after_s(error.response.headers)
-                except _BrokenStream as error:
-                    attempts.append(self._billed_estimate("broken_stream", msgs, error.text))
-                    if delivered and not retry_after_text:
-                        raise CallFailed(
-                            f"{self.endpoint.name}: stream broke after text: {error}",
-                            attempts,
-                            queue_s,
-                        ) from error
-                    wait = None
-                except (self._openai.APITimeoutError, self._httpx.TimeoutException) as error:
-                    attempts.append(
-                        self._billed_estimate(
-                            "timeout", msgs, "".join(delivered), prompt=bool(delivered)
-                        )
-                    )
-                    if delivered and not retry_after_text:
-                        raise CallFailed(
-                            f"{self.endpoint.name}: timed out after text", attempts, queue_s
-                        ) from error
-                    wait = None
-                except (self._openai.APIConnectionError, self._httpx.TransportError) as error:
-                    attempts.append(
-                        self._billed_estimate(
-                            "connection", msgs, "".join(delivered), prompt=bool(delivered)
-                        )
-                    )
-                    if delivered and not retry_after_text:
-                        raise CallFailed(
-                            f"{self.endpoint.name}: connection lost after text", attempts, queue_s
-                        ) from error
-                    wait = None
                 else:
                     prompt, completion, estimated = usage
-                    attempts.append(
-                        Attempt(
-                            "ok",
-                            prompt,
-                            completion,
-                            estimated,
-                            seconds,
-                            self.endpoint.cost(prompt, completion),
-                        )
-                    )
+                    cost = self.endpoint.cost(prompt, completion)
+                    attempts.append(Attempt("ok", prompt, completion, estimated, seconds, cost))
                     self.calls += 1
                     return Completion(
                         text, sum(a.prompt_tokens for a in attempts), sum(a.completion_tokens for a in attempts),
@@ -256,21 +216,29 @@ class ChatClient:
             queue_s,
         )
 
-    def _billed_estimate(
-        self, outcome: str, msgs: list[dict[str, str]], text: str, *, prompt: bool = True
-    ) -> Attempt:
-        # A cut stream was billed by the server for the prompt and what it sent; the server reports no
-        # usage then, so both are estimates. A call that failed before any text is billed nothing.
-        prompt_tokens = estimate_chat_tokens(msgs) if prompt else 0
+    def _failed_attempt(
+        self, error: Exception, msgs: list[dict[str, str]], text: str
+    ) -> tuple[Attempt, float | None, bool]:
+        """What a failed attempt was billed, the server's Retry-After, and whether to retry."""
+        if isinstance(error, self._openai.APIStatusError):
+            status = error.status_code
+            wait = retry_after_s(error.response.headers)
+            return Attempt(f"http_{status}", 0, 0, False, 0.0, 0.0), wait, retryable_status(status)
+        if isinstance(error, _BrokenStream):
+            outcome = "timeout" if error.timeout else "broken_stream"
+            text = error.text
+        elif isinstance(error, (self._openai.APITimeoutError, self._httpx.TimeoutException)):
+            outcome = "timeout"
+        elif isinstance(error, (self._openai.APIConnectionError, self._httpx.TransportError)):
+            outcome = "connection"
+        else:  # another SDK error (a malformed response): not a transient fault
+            return Attempt("error", 0, 0, False, 0.0, 0.0), None, False
+        # A stream that broke after content was billed for the prompt and what was sent; the server
+        # reports no usage then, so both are estimates. One that failed before any content: nothing.
+        prompt = estimate_chat_tokens(msgs) if text else 0
         completion = estimate_tokens(text)
-        return Attempt(
-            outcome,
-            prompt_tokens,
-            completion,
-            True,
-            0.0,
-            self.endpoint.cost(prompt_tokens, completion),
-        )
+        cost = self.endpoint.cost(prompt, completion)
+        return Attempt(outcome, prompt, completion, True, 0.0, cost), None, True
 
     async def _once(
         self, msgs: list[dict[str, str]], cap: int, sink: Callable[[str], None]
@@ -300,13 +268,9 @@ class ChatClient:
                         sink(piece)
                     if choice.finish_reason is not None:
                         finished = True
-        except (
-            self._httpx.RemoteProtocolError,
-            self._httpx.ReadError,
-            self._openai.APIError,
-        ) as error:
-            if isinstance(error, self._openai.APIStatusError):
-                raise
+        except (self._openai.APITimeoutError, self._httpx.TimeoutException) as error:
+            raise _BrokenStream("".join(pieces), "read timeout", timeout=True) from error
+        except (self._openai.APIConnectionError, self._httpx.TransportError) as error:
             raise _BrokenStream("".join(pieces), f"{type(error).__name__}: {error}") from error
         finally:
             await stream.close()

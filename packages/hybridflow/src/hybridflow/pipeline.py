@@ -120,7 +120,8 @@ class HybridFlow:
         step_max_tokens: int | None = None,
         empty_plan_target: Literal["edge", "cloud"] = "cloud",
         seed: int | None = 0,
-        transport: Any = None,
+        client_factory: Callable[[ModelEndpoint, RetryPolicy], Any] | None = None,
+        time_scale: float = 1.0,
     ) -> None:
         if not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be an int >= 1, got {max_workers!r}")
@@ -153,20 +154,23 @@ class HybridFlow:
         self.step_max_tokens = step_max_tokens
         self.empty_plan_target = empty_plan_target
         self.seed = seed
-        self._transport = transport
+        if not time_scale > 0:
+            raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
+        self.time_scale = time_scale
+        self._client_factory = client_factory or (
+            lambda ep, retry: ChatClient(ep, retry, seed=seed)
+        )
         self._clients: dict[str, ChatClient] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- clients -------------------------------------------------------------------------------
-    def _client(self, which: str) -> ChatClient:
+    def _client(self, which: str) -> Any:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # clients (httpx pools) belong to one event loop
             self._clients, self._loop = {}, loop
         if which not in self._clients:
             ep = {"edge": self.edge, "cloud": self.cloud}.get(which) or self.planner_spec
-            self._clients[which] = ChatClient(
-                ep, self.retry, seed=self.seed, transport=self._transport
-            )
+            self._clients[which] = self._client_factory(ep, self.retry)
         return self._clients[which]
 
     async def aclose(self) -> None:
@@ -357,8 +361,7 @@ class _Query:
             if record is not None:
                 record.status, record.error = "failed", str(error)
             self.flags.append("planner_failed")
-            if not self.dag.closed:
-                self.dag.close()
+            self.dag.close(drop_partial=True)
         except PlanError:
             if record is not None:
                 record.status = "failed"
@@ -390,12 +393,14 @@ class _Query:
         self.results[step.id] = text
 
     def _route(self, step: Subtask, is_last: bool) -> RouteDecision:
+        # r_B reads the tokens billed so far (as the official code does), not reservations:
+        # parallel steps dispatched together see the same budget use.
         try:
             return self.flow.router.route(  # type: ignore[union-attr]
                 self.query,
                 step,
-                tokens_used=self.ledger.committed_and_reserved_tokens,
-                elapsed_s=self.now(),
+                tokens_used=self.ledger.tokens,
+                elapsed_s=self.now() / self.flow.time_scale,
                 is_last=is_last,
             )
         except (RuntimeError, OSError) as error:
@@ -454,7 +459,7 @@ class _Query:
             self.ledger.settle(res, record.total_tokens, record.cost_usd)
             record.end_s = self.now()
 
-    def _client_for(self, target: str) -> ChatClient:
+    def _client_for(self, target: str) -> Any:
         return self.flow._client(target)
 
     def _reserve(

@@ -152,12 +152,20 @@ class TaskDAG:
                 listener(new)
         return new
 
-    def close(self) -> list[str]:
-        """The plan has ended: drop dependencies that never appeared; return the repairs made."""
+    def close(self, *, drop_partial: bool = False) -> list[str]:
+        """The plan has ended: drop dependencies that never appeared; return the repairs made.
+
+        An unterminated tag raises :class:`PlanError`, or is dropped (and recorded) with
+        ``drop_partial`` -- for a planner stream that was cut mid-tag.
+        """
         if self.closed:
             return self.repairs
         if _STEP_START.search(self._buffer):
-            raise PlanError("unterminated <Step> tag", self._buffer.strip()[:200])
+            if not drop_partial:
+                raise PlanError("unterminated <Step> tag", self._buffer.strip()[:200])
+            self.repairs.append(
+                f"dropped a partial tag cut by the stream: {self._buffer.strip()[:60]!r}"
+            )
         self.closed = True
         known = set(self._by_id)
         for i, step in enumerate(self.steps):

@@ -126,7 +126,7 @@ def _hard_rule(subtask: Subtask, is_last: bool, enabled: bool) -> str | None:
     return "last" if is_last else None
 
 
-# -- the MLP (numpy inference; torch only in fit) -------------------------------------------------
+# -- the MLP (numpy, the same layout as the official torch RouterNet) -------------------------------------------------
 def mlp_forward(layers: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
     """ReLU MLP: ``x @ W.T + b`` per layer, ReLU between layers, raw output (no squashing)."""
     h = x
@@ -257,7 +257,7 @@ class UtilityRouter:
 
     def fit(self, profiles: Sequence[Any], **train_kw: Any) -> UtilityRouter:
         """Train on subtask profiles (Huber on the utility label plus budget penalties); see
-        :func:`hybridflow.training.fit_router` for the options. Needs ``hybridflow[torch]``."""
+        :func:`hybridflow.training.fit_router` for the options."""
         from hybridflow.training import fit_router
 
         fit_router(self, profiles, **train_kw)

@@ -1,4 +1,4 @@
-"""Training the benefit-cost router: profiles, the utility label and the loss (torch, lazily).
+"""Training the benefit-cost router: profiles, the utility label, the loss and its gradient (numpy).
 
 A profile is one subtask run on both the edge and the cloud. Its label is
 ``dU = lambda_q dq - lambda_t dt - lambda_k k_cloud`` with ``dt = L_cloud - L_edge`` and ``k_cloud`` the
@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from hybridflow.plan import Subtask
+from hybridflow.router import adaptive_threshold, init_mlp, sigmoid
 
 if TYPE_CHECKING:
-    import torch
-
     from hybridflow.router import UtilityRouter
 
 
@@ -75,14 +75,21 @@ def utility_label(
     )
 
 
+def huber(r: np.ndarray, delta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Elementwise Huber loss of residuals ``r`` and its derivative (``torch.nn.HuberLoss`` per element)."""
+    a = np.abs(r)
+    loss = np.where(a <= delta, 0.5 * r**2, delta * (a - 0.5 * delta))
+    return loss, np.clip(r, -delta, delta)
+
+
 def router_loss(
-    f: torch.Tensor,
-    delta_u: torch.Tensor,
-    k_cloud: torch.Tensor,
-    l_edge: torch.Tensor,
-    l_cloud: torch.Tensor,
-    r_b: torch.Tensor,
-    r_l: torch.Tensor,
+    f: np.ndarray,
+    delta_u: np.ndarray,
+    k_cloud: np.ndarray,
+    l_edge: np.ndarray,
+    l_cloud: np.ndarray,
+    r_b: np.ndarray,
+    r_l: np.ndarray,
     *,
     delta0: float,
     alpha_b: float,
@@ -93,21 +100,87 @@ def router_loss(
     lambda_b: float = 1.0,
     lambda_l: float = 1.0,
     huber_delta: float = 1.0,
-) -> torch.Tensor:
-    """``Huber(f, dU) + lambda_B ReLU(E[p k_C] - B)^2 + lambda_L ReLU(E[p L_C + (1-p) L_E] - L)^2``.
+) -> tuple[float, np.ndarray]:
+    """The loss and its gradient with respect to the raw outputs ``f``.
 
-    ``p = sigmoid((sigmoid(f) - delta) / tau)`` with the clipped threshold of routing.
+    ``Huber(f, dU) + lambda_B ReLU(E[p k_C] - B)^2 + lambda_L ReLU(E[p L_C + (1-p) L_E] - L)^2`` with
+    ``p = sigmoid((sigmoid(f) - delta) / tau)`` and the clipped threshold of routing.
     """
-    import torch
+    n = len(f)
+    loss, dloss = huber(f - delta_u, huber_delta)
+    s = sigmoid(f)
+    delta = adaptive_threshold(r_b, r_l, delta0, alpha_b, alpha_l)
+    p = sigmoid((s - delta) / tau)
+    over_b = max(0.0, float(np.mean(p * k_cloud)) - b_max)
+    over_l = max(0.0, float(np.mean(p * l_cloud + (1 - p) * l_edge)) - l_max)
+    total = float(loss.mean()) + lambda_b * over_b**2 + lambda_l * over_l**2
+    dp_df = p * (1 - p) / tau * s * (1 - s)
+    grad = (
+        dloss / n
+        + (2 * lambda_b * over_b * k_cloud + 2 * lambda_l * over_l * (l_cloud - l_edge)) * dp_df / n
+    )
+    return total, grad
 
-    reg = torch.nn.functional.huber_loss(f, delta_u, delta=huber_delta)
-    delta = torch.clamp(delta0 + alpha_b * r_b + alpha_l * r_l, 0.0, 1.0)
-    p = torch.sigmoid((torch.sigmoid(f) - delta) / tau)
-    expected_tokens = (p * k_cloud).mean()
-    expected_latency = (p * l_cloud + (1 - p) * l_edge).mean()
-    pen_b = torch.relu(expected_tokens - b_max) ** 2
-    pen_l = torch.relu(expected_latency - l_max) ** 2
-    return reg + lambda_b * pen_b + lambda_l * pen_l
+
+class _AdamW:
+    """``torch.optim.AdamW`` on a list of arrays (decoupled weight decay, bias correction)."""
+
+    def __init__(
+        self,
+        params: list[np.ndarray],
+        lr: float,
+        weight_decay: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        self.params, self.lr, self.wd, self.betas, self.eps = params, lr, weight_decay, betas, eps
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+        self.t = 0
+
+    def step(self, grads: list[np.ndarray]) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        for p, g, m, v in zip(self.params, grads, self.m, self.v):
+            p *= 1 - self.lr * self.wd
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * g * g
+            p -= self.lr * (m / (1 - b1**self.t)) / (np.sqrt(v / (1 - b2**self.t)) + self.eps)
+
+
+def _forward_backward(
+    layers: list[tuple[np.ndarray, np.ndarray]],
+    x: np.ndarray,
+    dropout: float,
+    rng: np.random.Generator,
+    loss_fn: Callable[[np.ndarray], tuple[float, np.ndarray]],
+) -> tuple[float, list[np.ndarray]]:
+    """One pass of the ReLU MLP with inverted dropout; gradients in ``[dW0, db0, dW1, ...]`` order."""
+    inputs, masks = [x], []
+    h = x
+    for w, b in layers[:-1]:
+        keep = (
+            (rng.random((h.shape[0], w.shape[0])) >= dropout) / (1 - dropout)
+            if dropout > 0
+            else None
+        )
+        a = h @ w.T + b
+        h = np.maximum(a, 0.0) * (keep if keep is not None else 1.0)
+        masks.append((a > 0) * (keep if keep is not None else 1.0))
+        inputs.append(h)
+    w_out, b_out = layers[-1]
+    f = (h @ w_out.T + b_out)[:, 0]
+    loss, df = loss_fn(f)
+    grads: list[np.ndarray] = []
+    g = df[:, None].astype(np.float32)
+    for i in range(len(layers) - 1, -1, -1):
+        w, _ = layers[i]
+        grads = [g.T @ inputs[i], g.sum(axis=0), *grads]
+        if i > 0:
+            g = (g @ w) * masks[i - 1]
+    return loss, grads
 
 
 def fit_router(
@@ -135,19 +208,15 @@ def fit_router(
 
     ``r_B, r_L`` are drawn uniformly in ``[0, r_max]`` per example, so the network sees the budget
     inputs it will see when routing. ``step_b_max``/``step_l_max`` bound the expected per-step cloud
-    tokens and latency in the penalties.
+    tokens and latency in the penalties. Plain numpy (the network is 3 small layers): no torch needed.
     """
-    try:
-        import torch
-    except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            "UtilityRouter.fit needs pip install 'hybridflow[torch]'", name=error.name
-        ) from error
     if len(profiles) == 0:
         raise ValueError("fit needs at least one profile")
     for name, value in {"epochs": epochs, "batch_size": batch_size}.items():
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
     rng = np.random.default_rng(seed)
     labels = np.array(
         [
@@ -159,8 +228,8 @@ def fit_router(
         raise ValueError(
             "utility labels contain NaN/inf: check the profiles' latencies and quality"
         )
-    r_b = rng.uniform(0, r_max, len(profiles)).astype(np.float32)
-    r_l = rng.uniform(0, r_max, len(profiles)).astype(np.float32)
+    r_b = rng.uniform(0, r_max, len(profiles))
+    r_l = rng.uniform(0, r_max, len(profiles))
     x = router.features(
         [p.question for p in profiles],
         [p.subtask for p in profiles],
@@ -168,54 +237,57 @@ def fit_router(
         r_b,
         r_l,
     )
-    torch.manual_seed(seed)
-    net = _torch_mlp(router.d_in, router.hidden, router.depth, dropout)
-    tensors = [
-        torch.from_numpy(x),
-        torch.tensor(labels, dtype=torch.float32),
-        torch.tensor([p.cloud_tokens for p in profiles], dtype=torch.float32),
-        torch.tensor([p.edge_latency_s for p in profiles], dtype=torch.float32),
-        torch.tensor([p.cloud_latency_s for p in profiles], dtype=torch.float32),
-        torch.from_numpy(r_b),
-        torch.from_numpy(r_l),
-    ]
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
-    gen = torch.Generator().manual_seed(seed)
-    history = []
-    for _ in range(epochs):
-        order = torch.randperm(len(profiles), generator=gen)
-        total = 0.0
-        for start in range(0, len(profiles), batch_size):
-            idx = order[start : start + batch_size]
-            xb, yb, kb, leb, lcb, rbb, rlb = (t[idx] for t in tensors)
-            loss = router_loss(
-                net(xb).squeeze(-1), yb, kb, leb, lcb, rbb, rlb,
-                delta0=router.delta0, alpha_b=router.alpha_b, alpha_l=router.alpha_l, tau=router.tau,
-                b_max=step_b_max, l_max=step_l_max, lambda_b=lambda_b, lambda_l=lambda_l,
-            )  # fmt: skip
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
-            opt.step()
-            total += float(loss) * len(idx)
-        history.append(total / len(profiles))
+    k_cloud = np.array([p.cloud_tokens for p in profiles], dtype=np.float64)
+    l_edge = np.array([p.edge_latency_s for p in profiles])
+    l_cloud = np.array([p.cloud_latency_s for p in profiles])
+    layers = init_mlp(router.d_in, router.hidden, router.depth, rng)
+    with threadpool_limits(limits=1):
+        history = _train(
+            layers, x, labels, k_cloud, l_edge, l_cloud, r_b, r_l, router, rng, locals()
+        )
     if not math.isfinite(history[-1]):
         raise FloatingPointError(f"router training diverged (last epoch loss {history[-1]})")
-    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
-    router.layers_ = [
-        (m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy()) for m in linears
-    ]
+    router.layers_ = layers
     router.history_ = history
     return history
 
 
-def _torch_mlp(d_in: int, hidden: int, depth: int, dropout: float) -> Any:
-    import torch
+def _train(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray, labels: np.ndarray, k_cloud: np.ndarray,
+           l_edge: np.ndarray, l_cloud: np.ndarray, r_b: np.ndarray, r_l: np.ndarray, router: UtilityRouter,
+           rng: np.random.Generator, kw: dict[str, Any]) -> list[float]:  # fmt: skip
+    epochs, batch_size, dropout, grad_clip = (
+        kw["epochs"],
+        kw["batch_size"],
+        kw["dropout"],
+        kw["grad_clip"],
+    )
+    step_b_max, step_l_max, lambda_b, lambda_l = (
+        kw["step_b_max"],
+        kw["step_l_max"],
+        kw["lambda_b"],
+        kw["lambda_l"],
+    )
+    opt = _AdamW([a for layer in layers for a in layer], kw["lr"], kw["weight_decay"])
+    history = []
+    n = len(labels)
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        total = 0.0
+        for start in range(0, n, batch_size):
+            idx = order[start : start + batch_size]
 
-    layers: list[Any] = []
-    d = d_in
-    for _ in range(depth):
-        layers += [torch.nn.Linear(d, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout)]
-        d = hidden
-    layers.append(torch.nn.Linear(d, 1))
-    return torch.nn.Sequential(*layers)
+            def loss_fn(f: np.ndarray, idx: np.ndarray = idx) -> tuple[float, np.ndarray]:
+                return router_loss(
+                    f, labels[idx], k_cloud[idx], l_edge[idx], l_cloud[idx], r_b[idx], r_l[idx],
+                    delta0=router.delta0, alpha_b=router.alpha_b, alpha_l=router.alpha_l, tau=router.tau,
+                    b_max=step_b_max, l_max=step_l_max, lambda_b=lambda_b, lambda_l=lambda_l,
+                )  # fmt: skip
+
+            loss, grads = _forward_backward(layers, x[idx], dropout, rng, loss_fn)
+            norm = float(np.sqrt(sum(float((g * g).sum()) for g in grads)))
+            if norm > grad_clip:
+                grads = [g * (grad_clip / (norm + 1e-6)) for g in grads]
+            opt.step([g.astype(np.float32) for g in grads])
+            total += loss * len(idx)
+        history.append(total / n)
+    return history
