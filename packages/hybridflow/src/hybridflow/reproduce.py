@@ -1,20 +1,275 @@
-"""Reproduce the paper's claims at CPU scale: ``python -m hybridflow.reproduce [--quick|--full]``."""
+"""Reproduce HybridFlow's systems claims at CPU scale: ``python -m hybridflow.reproduce [--quick|--full]``.
+
+Simulated edge and cloud models serve synthetic arithmetic DAG tasks over OpenAI-compatible HTTP on
+127.0.0.1 (time scaled down); the router is trained on simulated profiles. Claims: the DAG's latency
+saving over the chain equals the latency model's 1 - critical path / sum of steps; HybridFlow is
+faster than its chain ablation and cheaper than sending every subtask to the cloud; the adaptive
+router dominates the fixed-threshold accuracy-cost curve; accuracy lies between edge-only and
+cloud-only. Negative controls: a one-worker DAG, a random router, a router trained on shuffled labels.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from shared_core.cli import ReproduceArgs, reproduce_main
+import numpy as np
+
+from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report
+
+SWEEP_SCALE = 0.01  # accuracy/cost sweeps: in-process simulated clients (no HTTP)
+LATENCY_SCALE = 0.15  # latency arms over HTTP: model time well above the loopback overhead
+THRESHOLDS = (1, 2, 3, 4, 5, 6, 7, 8, 10)
+B_MAX = (256, 512, 768, 1024, 1536, 2048, 4096)
+RANDOM_P = (0.1, 0.3, 0.5, 0.7, 0.9)
+BOOT = 300
+DEFAULT_B = 2048  # the official inference default of B_max
+
+
+def _flow(eps: dict[str, Any], router: Any, scale: float, **kw: Any) -> Any:
+    from hybridflow.pipeline import HybridFlow
+
+    return HybridFlow(eps["edge"], eps["cloud"], router, planner=eps["planner"], time_scale=scale, seed=0, **kw)
+
+
+def _models() -> dict[str, Any]:
+    from hybridflow.sim import CLOUD, EDGE, PLANNER
+
+    return {m.name: m for m in (EDGE, CLOUD, PLANNER)}
+
+
+def _sweeps(args: ReproduceArgs, eps: dict[str, Any], tasks: list[Any], routers: dict[str, Any]) -> dict[str, Any]:
+    from hybridflow.experiments import run_arm
+    from hybridflow.router import ConstantRouter, RandomRouter, ThresholdRouter
+
+    settings: dict[str, Any] = {}
+    thresholds = args.pick(smoke=(3, 6, 10), quick=THRESHOLDS, full=THRESHOLDS)
+    b_grid = args.pick(smoke=(512, 2048), quick=B_MAX, full=B_MAX)
+    p_grid = args.pick(smoke=(0.3, 0.7), quick=RANDOM_P, full=RANDOM_P)
+    for t in thresholds:
+        settings[f"fixed t={t}"] = ThresholdRouter(t)
+    for b in b_grid:
+        settings[f"adaptive B={b}"] = routers["adaptive"].__class__.load(routers["path"], routers["adaptive"].embedder, b_max=b)
+        settings[f"shuffled B={b}"] = routers["shuffled"].__class__.load(routers["shuffled_path"], routers["shuffled"].embedder, b_max=b)
+    for p in p_grid:
+        settings[f"random p={p}"] = RandomRouter(p, seed=0)
+    settings["HF all-edge"] = ConstantRouter("edge")
+    settings["HF all-cloud"] = ConstantRouter("cloud")
+    for frac in (0.25, 0.5, 0.75):
+        calibrated = _copy_query_router(routers["query"]).calibrate([x.query for x in routers["calib"]], frac)
+        settings[f"query router {frac:.0%}"] = calibrated
+    settings["edge-only (direct)"] = _direct("edge", routers)
+    settings["cloud-only (direct)"] = _direct("cloud", routers)
+    from hybridflow.sim import sim_client_factory
+
+    factory = sim_client_factory(_models(), time_scale=SWEEP_SCALE)
+    out = {}
+    for name, router in progress(settings.items(), desc="sweep arms", total=len(settings)):
+        flow = _flow(eps, router, SWEEP_SCALE, max_workers=8, client_factory=factory)
+        out[name] = run_arm(flow, tasks, concurrency=32, time_scale=SWEEP_SCALE)
+    return out
+
+
+def _copy_query_router(qr: Any) -> Any:
+    import copy
+
+    return copy.copy(qr)
+
+
+def _direct(target: str, routers: dict[str, Any]) -> Any:
+    """A query router pinned to one model: the whole query answered directly (chain of thought)."""
+    qr = _copy_query_router(routers["query"])
+    return qr.with_threshold(-np.inf if target == "cloud" else np.inf)
+
+
+def _latency_arms(eps: dict[str, Any], tasks: list[Any], routers: dict[str, Any]) -> dict[str, Any]:
+    from hybridflow.experiments import run_arm
+    from hybridflow.router import ThresholdRouter
+
+    arms = {
+        "HybridFlow (adaptive)": (routers["adaptive"], {"max_workers": 8}),
+        "HybridFlow (fixed t=5)": (ThresholdRouter(5), {"max_workers": 8}),
+        "HybridFlow-Chain (fixed t=5)": (ThresholdRouter(5), {"max_workers": 8, "chain": True}),
+        "control: DAG, 1 worker (fixed t=5)": (ThresholdRouter(5), {"max_workers": 1}),
+        "cloud-only (direct)": (_direct("cloud", routers), {}),
+        "edge-only (direct)": (_direct("edge", routers), {}),
+    }
+    # Warm the server, the connection pools and the SDK's first-call paths before timing anything.
+    run_arm(_flow(eps, ThresholdRouter(5)), tasks[:2], concurrency=2, time_scale=LATENCY_SCALE)
+    out = {}
+    for name, (router, kw) in progress(arms.items(), desc="latency arms", total=len(arms)):
+        out[name] = run_arm(_flow(eps, router, LATENCY_SCALE, **kw), tasks, concurrency=6, time_scale=LATENCY_SCALE)
+    return out
+
+
+def _experiment(args: ReproduceArgs) -> dict[str, Any]:
+    from hybridflow.experiments import profiles_for, query_router, train_router
+    from hybridflow.sim import LocalServer, make_tasks, sim_app, sim_endpoints
+
+    n_train = args.pick(smoke=12, quick=500, full=2000)
+    n_eval = args.pick(smoke=4, quick=60, full=300)
+    n_lat = args.pick(smoke=2, quick=24, full=100)
+    train_tasks = make_tasks(n_train, seed=1000 + args.seed)
+    eval_tasks = make_tasks(n_eval, seed=2000 + args.seed)
+    lat_tasks = make_tasks(n_lat, seed=3000 + args.seed)
+    profiles = profiles_for(train_tasks)
+    epochs = args.pick(smoke=2, quick=30, full=30)
+    adaptive = train_router(profiles, seed=args.seed, epochs=epochs)
+    shuffled = train_router(profiles, shuffle=True, seed=args.seed, epochs=epochs)
+    ckpt = args.out / "checkpoints"
+    ckpt.mkdir(parents=True, exist_ok=True)
+    routers = {
+        "adaptive": adaptive,
+        "shuffled": shuffled,
+        "path": adaptive.save(ckpt / "router.npz"),
+        "shuffled_path": shuffled.save(ckpt / "router-shuffled.npz"),
+        "query": query_router(train_tasks, args.seed),
+        "calib": train_tasks,
+    }
+    with LocalServer(sim_app(_models(), seed=0, time_scale=LATENCY_SCALE)) as server:
+        eps = sim_endpoints(server)
+        # The sweeps read accuracy and cost only: in-process clients of the same simulated models.
+        sweeps = _sweeps(args, eps, eval_tasks, routers)
+        latency = _latency_arms(sim_endpoints(server), lat_tasks, routers)
+    history = adaptive.history_
+    return {"sweeps": sweeps, "latency": latency, "n_profiles": len(profiles), "train_loss": [history[0], history[-1]]}
+
+
+# -- claims --------------------------------------------------------------------------------------
+def _curve(sweeps: dict[str, Any], prefix: str, idx: np.ndarray | None = None) -> list[tuple[float, float]]:
+    pts = []
+    for name, arm in sweeps.items():
+        if name.startswith(prefix):
+            c, a = np.asarray(arm["cloud_tokens"]), np.asarray(arm["correct"])
+            if idx is not None:
+                c, a = c[idx], a[idx]
+            pts.append((float(c.mean()), float(a.mean())))
+    return pts
+
+
+def _dominance(sweeps: dict[str, Any], prefix: str, seed: int) -> tuple[float, float, int]:
+    """Mean accuracy gain of ``prefix``'s curve over the fixed-threshold points at equal cloud tokens,
+    its paired-bootstrap s.e. over queries, and how many fixed points it was measured at."""
+    from hybridflow.experiments import interpolated_gain
+
+    n = len(next(iter(sweeps.values()))["correct"])
+    gains = interpolated_gain(_curve(sweeps, prefix), _curve(sweeps, "fixed"))
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(BOOT):
+        idx = rng.integers(0, n, n)
+        g = interpolated_gain(_curve(sweeps, prefix, idx), _curve(sweeps, "fixed", idx))
+        if g:
+            boots.append(np.mean(g))
+    mean = float(np.mean(gains)) if gains else float("nan")
+    return mean, float(np.std(boots)) if boots else float("nan"), len(gains)
+
+
+def _utility(arm: dict[str, Any], cloud_ref: float) -> float:
+    """[GUESS] utility: accuracy - 0.5 * cloud tokens relative to sending every subtask to the cloud."""
+    return float(np.mean(arm["correct"]) - 0.5 * np.mean(arm["cloud_tokens"]) / cloud_ref)
+
+
+def _se(x: Sequence[float]) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def _claim_latency(report: Report, lat: dict[str, Any]) -> None:
+    from hybridflow.experiments import predicted_saving
+
+    dag, chain, one = lat["HybridFlow (fixed t=5)"], lat["HybridFlow-Chain (fixed t=5)"], lat["control: DAG, 1 worker (fixed t=5)"]
+    n = len(dag["correct"])
+    # JSON (the checkpoint) turned the step IDs into strings
+    execs = [{int(k): v for k, v in e.items()} for e in chain["step_exec_s"]]
+    predicted = [predicted_saving(p, e) for p, e in zip(dag["plans"], execs)]
+    measured = [1 - d / c for d, c in zip(dag["step_span_s"], chain["step_span_s"])]
+    control = [1 - d / c for d, c in zip(one["step_span_s"], chain["step_span_s"])]
+    tol = max(0.05, 2 * _se(np.subtract(measured, predicted)))
+    report.claim("dag_saving_equals_latency_model", "step-phase latency saving vs Chain", float(np.nanmean(measured)),
+                 float(np.nanmean(predicted)), direction="close", baseline_name="1 - critical path / sum of steps",
+                 tolerance=tol, samples=n, note="per-query steps measured in the chain run give the model's prediction")  # fmt: skip
+    report.claim("control_one_worker_dag_saving_equals_model", "step-phase saving, DAG with max_workers=1",
+                 float(np.nanmean(control)), float(np.nanmean(predicted)), direction="close",
+                 baseline_name="1 - critical path / sum of steps", tolerance=tol, samples=n,
+                 note="negative control: without parallel workers the DAG cannot save; expected not held")  # fmt: skip
+    report.claim("latency_lower_than_chain", "end-to-end latency (s, unscaled)", float(np.mean(dag["latency_s"])),
+                 float(np.mean(chain["latency_s"])), direction="lower", baseline_name="HybridFlow-Chain", samples=n,
+                 note="paper: -28.5% vs the best collaborative baseline (direction only)")  # fmt: skip
+
+
+def _claim_routing(report: Report, sw: dict[str, Any], seed: int) -> None:
+    n = len(sw["HF all-cloud"]["correct"])
+    for prefix, name, note in (
+        ("adaptive", "adaptive_dominates_fixed_threshold", "held if the mean gain exceeds 2 s.e."),
+        ("random", "control_random_router_dominates_fixed", "negative control: expected not held"),
+        ("shuffled", "control_shuffled_label_router_dominates_fixed", "negative control: router trained on permuted quality labels; expected not held"),
+    ):  # fmt: skip
+        gain, se, points = _dominance(sw, prefix, seed)
+        held = bool(gain > 2 * se) if np.isfinite(se) else False
+        report.claim(name, "mean accuracy gain at equal cloud tokens", gain, 0.0, direction="higher",
+                     baseline_name="fixed-threshold curve", held=held, samples=n,
+                     note=f"{note}; s.e. {se:.4f} (paired bootstrap over queries), {points} fixed points in range")  # fmt: skip
+    ref = float(np.mean(sw["HF all-cloud"]["cloud_tokens"]))
+    best = lambda prefix: max(_utility(a, ref) for k, a in sw.items() if k.startswith(prefix))  # noqa: E731
+    report.claim("adaptive_best_utility_above_fixed", "best utility over the sweep [GUESS definition]", best("adaptive"),
+                 best("fixed"), direction="higher", baseline_name="best fixed threshold", samples=n,
+                 note="paper: 0.7940 vs 0.6329 (its utility definition is not known here)")  # fmt: skip
+    hf = sw[f"adaptive B={DEFAULT_B}"]
+    report.claim("accuracy_above_edge_only", "accuracy", float(np.mean(hf["correct"])), float(np.mean(sw["edge-only (direct)"]["correct"])),
+                 direction="higher", baseline_name="edge-only (direct)", samples=n)  # fmt: skip
+    report.claim("accuracy_at_most_cloud_only", "accuracy", float(np.mean(hf["correct"])), float(np.mean(sw["cloud-only (direct)"]["correct"])),
+                 direction="lower", baseline_name="cloud-only (direct)", samples=n,
+                 note="paper: 55.34% vs 58.99% for cloud-only CoT")  # fmt: skip
+    report.claim("cost_lower_than_all_cloud_subtasks", "API cost per query (US$)", float(np.mean(hf["cost_usd"])),
+                 float(np.mean(sw["HF all-cloud"]["cost_usd"])), direction="lower", baseline_name="every subtask on the cloud",
+                 samples=n, note="paper: -31.3% API cost vs the best collaborative baseline (direction only)")  # fmt: skip
+
+
+def _figures(report: Report, sw: dict[str, Any]) -> None:
+    from shared_core.report import subplots
+
+    fig, ax = subplots(figsize=(6, 4))
+    for prefix, style in (("fixed", "o-"), ("adaptive", "s-"), ("random", "x--"), ("shuffled", "d:")):
+        pts = sorted(_curve(sw, prefix))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=prefix)
+    for name in ("edge-only (direct)", "cloud-only (direct)"):
+        ax.plot(np.mean(sw[name]["cloud_tokens"]), np.mean(sw[name]["correct"]), "*", ms=12, label=name)
+    ax.set_xlabel("cloud tokens per query")
+    ax.set_ylabel("accuracy")
+    ax.legend(fontsize=7)
+    report.figure("accuracy_cost", fig, "Accuracy against cloud tokens: router sweeps and single-model baselines")
 
 
 def run(args: ReproduceArgs) -> Report:
-    # Import what the `reproduce` extra brings (matplotlib, scikit-learn ...) here, inside run:
-    # reproduce_main names the extra in one line when it is missing.
     report = Report(
-        "hybridflow", "TODO: the paper's title", args.out, {"size": args.size, "seed": args.seed}
+        "hybridflow",
+        "HybridFlow: Resource-Adaptive Subtask Routing for Efficient Edge-Cloud LLM Inference",
+        args.out,
+        {"size": args.size, "seed": args.seed},
     )
+    result = report.cached("experiment", lambda: _experiment(args))
+    sw, lat = result["sweeps"], result["latency"]
+    ref = float(np.mean(sw["HF all-cloud"]["cloud_tokens"]))
+    rows = [{"arm": k, **{m: round(v, 4) for m, v in _summary(a).items()}, "utility": round(_utility(a, ref), 4)} for k, a in sw.items()]
+    report.table("accuracy_cost_sweep", rows)
+    report.table("latency_arms", [{"arm": k, **{m: round(v, 4) for m, v in _summary(a).items()}} for k, a in lat.items()])
+    report.table("router_training", [{"profiles": result["n_profiles"], "loss_first_epoch": result["train_loss"][0], "loss_last_epoch": result["train_loss"][1]}])
+    _claim_latency(report, lat)
+    _claim_routing(report, sw, args.seed)
+    _figures(report, sw)
     return report
+
+
+def _summary(arm: dict[str, Any]) -> dict[str, float]:
+    return {
+        "accuracy": float(np.mean(arm["correct"])),
+        "cloud_tokens": float(np.mean(arm["cloud_tokens"])),
+        "cost_usd": float(np.mean(arm["cost_usd"])),
+        "latency_s": float(np.mean(arm["latency_s"])),
+        "failed": float(arm["failed"]),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -181,7 +181,7 @@ def respond(
     system = "\n".join(m["content"] for m in messages if m["role"] == "system")
     user = messages[-1]["content"]
     if "Explain-Analyze-Generate" in system:
-        return _plan_text(parse_task(user), seed, plan_noise)
+        return plan_text(parse_task(user), seed, plan_noise)
     if user.startswith("Based on the results of all steps"):
         values = _FINAL.findall(user)
         return values[-1] if values else "unknown"
@@ -218,7 +218,7 @@ def _step_reply(model: SimModel, task: ArithmeticTask, sub: str, user: str, seed
     return "Noted."
 
 
-def _plan_text(task: ArithmeticTask | None, seed: int, noise: float) -> str:
+def plan_text(task: ArithmeticTask | None, seed: int, noise: float) -> str:
     if task is None:
         return "<Plan>\n</Plan>"
     rng = np.random.default_rng([seed, zlib.crc32(task.query.encode())])
@@ -277,7 +277,7 @@ class Ledger:
         return sum(self.prompt_tokens.get(k, 0) + self.completion_tokens.get(k, 0) for k in keys)
 
 
-def _chunks(text: str, size: int = 32) -> Iterator[str]:
+def _chunks(text: str, size: int = 64) -> Iterator[str]:
     for i in range(0, len(text), size):
         yield text[i : i + size]
 
@@ -490,3 +490,43 @@ def sim_endpoints(server: LocalServer, *, edge: SimModel = EDGE, cloud: SimModel
                              ttft_s=m.ttft_s, tokens_per_s=m.tokens_per_s, **kw)  # fmt: skip
 
     return {"edge": ep(edge), "cloud": ep(cloud, cloud_price), "planner": ep(planner)}
+
+
+class SimClient:
+    """An in-process stand-in for :class:`~hybridflow.client.ChatClient`: the same replies, usage and
+    (scaled) timing as :func:`sim_app`, without HTTP -- for sweeps where only routing matters."""
+
+    def __init__(self, endpoint: Any, models: dict[str, SimModel], *, time_scale: float, seed: int = 0) -> None:
+        if endpoint.name not in models:
+            raise ValueError(f"no simulated model named {endpoint.name!r}; have {sorted(models)}")
+        self.endpoint, self.model, self.scale, self.seed = endpoint, models[endpoint.name], time_scale, seed
+
+    async def complete(self, messages: Any, *, max_tokens: int | None = None, deadline: float | None = None,
+                       on_text: Any = None, retry_after_text: bool = True) -> Any:  # fmt: skip
+        from hybridflow.client import Attempt, Completion
+
+        msgs = [dict(m) for m in messages]
+        text = respond(self.model, msgs, self.seed)
+        cap = max_tokens or self.endpoint.max_tokens
+        while estimate_tokens(text) > cap:
+            text = text[: max(0, len(text) - 4)]
+        prompt, completion = estimate_chat_tokens(msgs), estimate_tokens(text)
+        start = time.monotonic()
+        await asyncio.sleep(self.model.ttft_s * self.scale)
+        ttft = time.monotonic() - start
+        pieces = list(_chunks(text, 64)) if on_text is not None else [text]
+        for piece in pieces:
+            await asyncio.sleep(completion / self.model.tokens_per_s * self.scale / len(pieces))
+            if on_text is not None:
+                on_text(piece)
+        seconds = time.monotonic() - start
+        attempt = Attempt("ok", prompt, completion, False, seconds, self.endpoint.cost(prompt, completion))
+        return Completion(text, prompt, completion, False, ttft, seconds, 0.0, (attempt,))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def sim_client_factory(models: dict[str, SimModel], *, time_scale: float, seed: int = 0) -> Any:
+    """``client_factory`` for :class:`~hybridflow.HybridFlow` that uses :class:`SimClient`."""
+    return lambda endpoint, retry: SimClient(endpoint, models, time_scale=time_scale, seed=seed)
