@@ -7,7 +7,6 @@ import time
 import httpx
 import pytest
 import respx
-
 from hybridflow import CallFailed, ChatClient, HybridFlow, ModelEndpoint, RetryPolicy
 from hybridflow.client import retry_after_s
 from hybridflow.tokens import estimate_chat_tokens, estimate_tokens
@@ -36,7 +35,10 @@ def sse(text="hi there", usage=True, finish=True):
     )
 
 
-def call(responses, retry=RetryPolicy(attempts=3, base_delay_s=0.01), **ep):
+FAST = RetryPolicy(attempts=3, base_delay_s=0.01)
+
+
+def call(responses, retry=FAST, **ep):
     async def go():
         with respx.mock(assert_all_called=False) as router:
             route = router.post(f"{URL}/chat/completions").mock(side_effect=responses)

@@ -1,5 +1,4 @@
 import pytest
-
 from hybridflow import Budget, HybridFlow, ModelEndpoint, RetryPolicy
 
 

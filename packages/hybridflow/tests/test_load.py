@@ -5,7 +5,6 @@ import time
 
 import numpy as np
 import pytest
-
 from hybridflow import Budget, HybridFlow
 from hybridflow.sim import (
     CLOUD,

@@ -4,7 +4,6 @@ import asyncio
 import json
 
 import pytest
-
 from hybridflow import Budget, HybridFlow, QueryRouter, serve
 from hybridflow.embedders import HashingEmbedder
 from hybridflow.sim import LocalServer, answer_of, make_tasks, sim_endpoints

@@ -1,12 +1,12 @@
+import itertools
 import random
 
 import networkx as nx
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from hybridflow import PlanError, Subtask, TaskDAG
 from hybridflow.plan import ready_steps
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 PLAN = """<think>the planner thinks first</think>
 <Plan>
@@ -41,7 +41,7 @@ def test_any_chunk_split_gives_the_same_steps(cuts):
     dag = TaskDAG()
     bounds = [0, *sorted(cuts), len(PLAN)]
     seen = []
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         seen += dag.feed(PLAN[a:b])
     dag.close()
     assert seen == EXPECTED and dag.steps == EXPECTED
@@ -140,7 +140,7 @@ def test_reduction_depth_and_critical_path_equal_networkx(seed):
     best = max(sum(w[i] for i in p) for p in paths)
     path = dag.critical_path(w)
     assert sum(w[i] for i in path) == pytest.approx(best)
-    assert all((a, b) in g.edges for a, b in zip(path, path[1:]))
+    assert all((a, b) in g.edges for a, b in itertools.pairwise(path))
     assert dag.compression_ratio() == dag.depth() / len(dag)
 
 

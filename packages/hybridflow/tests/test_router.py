@@ -1,6 +1,7 @@
+import itertools
+
 import numpy as np
 import pytest
-
 from hybridflow import (
     QueryRouter,
     Subtask,
@@ -42,7 +43,7 @@ def test_sigmoid_is_stable():
 def _profiles(n=400, seed=0):
     rng = np.random.default_rng(seed)
     out = []
-    for i in range(n):
+    for _i in range(n):
         d = int(rng.integers(1, 10))
         digits = "7" * d
         step = Subtask(
@@ -64,7 +65,9 @@ def test_fit_learns_the_utility_and_routes_hard_steps_to_the_cloud():
         router.route("q", hard, tokens_used=t, elapsed_s=0.0).p_cloud
         for t in (0, 500, 1000, 2000, 4000)
     ]
-    assert all(a >= b for a, b in zip(ps, ps[1:])) and ps[0] > ps[-1]  # falls as the budget is used
+    assert (
+        all(a >= b for a, b in itertools.pairwise(ps)) and ps[0] > ps[-1]
+    )  # falls as the budget is used
 
 
 def test_a_seed_gives_identical_routes_and_hard_rules_hold():
@@ -128,7 +131,7 @@ def test_mlp_backward_equals_autograd():
     rng = np.random.default_rng(1)
     layers = [(w.astype(np.float64), b.astype(np.float64)) for w, b in init_mlp(6, 5, 2, rng)]
     x, y = rng.normal(size=(7, 6)), rng.normal(size=7)
-    loss, grads = _forward_backward(
+    _loss, grads = _forward_backward(
         layers, x, 0.0, rng, lambda f: (float(((f - y) ** 2).mean()), 2 * (f - y) / 7)
     )
     tl = [
@@ -141,7 +144,7 @@ def test_mlp_backward_equals_autograd():
         h = torch.relu(h) if i < len(tl) - 1 else h
     ((h[:, 0] - torch.tensor(y)) ** 2).mean().backward()
     ref = [g for w, b in tl for g in (w.grad.numpy(), b.grad.numpy())]
-    assert all(np.allclose(a, b) for a, b in zip(grads, ref))
+    assert all(np.allclose(a, b) for a, b in zip(grads, ref, strict=False))
 
 
 def test_utility_label_and_dq_estimators():

@@ -1,10 +1,10 @@
 """The scheduler against the analytic latency model, with in-process models of known step times."""
 
 import asyncio
+import itertools
 import time
 
 import pytest
-
 from hybridflow import Budget, HybridFlow, ModelEndpoint, StepFailed, TaskDAG, makespan
 from hybridflow.pipeline import FAILED_RESULT
 
@@ -110,7 +110,7 @@ def test_totals_equal_the_sum_of_records_and_cost_is_tokens_times_price():
 
 
 def test_a_failed_step_is_surfaced_and_does_not_block_the_dag():
-    hf, clients = flow(4, fail=("t2",))
+    hf, _clients = flow(4, fail=("t2",))
     result = hf.run("q")
     assert result.failed == [2] and not result.ok and result.answer is not None
     assert [r.status for r in result.steps].count("ok") == 5
@@ -138,7 +138,7 @@ def test_deadline_cancels_outstanding_steps():
 
 
 def test_empty_plan_falls_back_to_direct_answering():
-    hf, clients = flow(2, plan="<Plan>no steps</Plan>")
+    hf, _clients = flow(2, plan="<Plan>no steps</Plan>")
     result = hf.run("q")
     assert result.flags == ["empty_plan"] and result.answer is not None
     assert [r.kind for r in result.records] == ["direct"] and result.records[0].route == "cloud"
@@ -157,7 +157,7 @@ def test_chain_runs_every_step_after_the_previous():
     hf, _ = flow(8, chain=True)
     result = hf.run("q")
     steps = sorted(result.steps, key=lambda r: r.id)
-    assert all(b.start_s >= a.end_s - 1e-3 for a, b in zip(steps, steps[1:]))
+    assert all(b.start_s >= a.end_s - 1e-3 for a, b in itertools.pairwise(steps))
 
 
 @pytest.mark.parametrize(

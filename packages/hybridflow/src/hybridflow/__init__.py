@@ -15,7 +15,6 @@ from hybridflow.latency import chrome_trace, makespan, step_time
 from hybridflow.pipeline import HybridFlow, StepFailed
 from hybridflow.plan import PlanError, Subtask, TaskDAG
 from hybridflow.planners import PLANNER_PROMPT, CallablePlanner, LLMPlanner, RulePlanner, rule_plan
-from hybridflow.server import serve
 from hybridflow.router import (
     ConstantRouter,
     QueryRouter,
@@ -26,6 +25,7 @@ from hybridflow.router import (
     adaptive_threshold,
     p_cloud,
 )
+from hybridflow.server import serve
 from hybridflow.training import SubtaskProfile, dq_accuracy, dq_length, router_loss, utility_label
 
 try:

@@ -171,12 +171,7 @@ class ChatClient:
             queue_s = time.monotonic() - queued
             for number in range(1, self.retry.attempts + 1):
                 delivered: list[str] = []
-
-                def sink(piece: str) -> None:
-                    delivered.append(piece)
-                    if on_text is not None:
-                        on_text(piece)
-
+                sink = self._sink(delivered, on_text)
                 try:
                     text, usage, ttft, seconds = await self._once(msgs, cap, sink)
                 except (self._openai.APIError, self._httpx.TransportError, _BrokenStream) as error:
@@ -215,6 +210,15 @@ class ChatClient:
             attempts,
             queue_s,
         )
+
+    @staticmethod
+    def _sink(delivered: list[str], on_text: Callable[[str], None] | None) -> Callable[[str], None]:
+        def sink(piece: str) -> None:
+            delivered.append(piece)
+            if on_text is not None:
+                on_text(piece)
+
+        return sink
 
     def _failed_attempt(
         self, error: Exception, msgs: list[dict[str, str]], text: str

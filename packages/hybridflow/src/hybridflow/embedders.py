@@ -7,6 +7,7 @@ records the dimension it was trained with.
 
 from __future__ import annotations
 
+import itertools
 import re
 import zlib
 from collections.abc import Callable, Sequence
@@ -43,7 +44,7 @@ class HashingEmbedder:
         return [
             *(w.lower() for w in words),
             *shapes,
-            *(a + " " + b for a, b in zip(shapes, shapes[1:])),
+            *(a + " " + b for a, b in itertools.pairwise(shapes)),
         ]
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:

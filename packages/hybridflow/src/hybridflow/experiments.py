@@ -23,8 +23,8 @@ from hybridflow.sim import (
     EDGE,
     ArithmeticTask,
     SimModel,
-    plan_text,
     answer_of,
+    plan_text,
     reply_seconds,
     respond,
 )
@@ -47,24 +47,43 @@ def profiles_for(tasks: Sequence[ArithmeticTask]) -> list[SubtaskProfile]:
     for task in tasks:
         dag = TaskDAG.from_plan_xml(plan_text(task, SIM_SEED, 1.5))
         explain = respond(CLOUD, step_messages(task.query, dag.steps[0], dag, {}), SIM_SEED)
-        for step, part in zip(dag.steps[1:-1], task.parts):
+        for step, part in zip(dag.steps[1:-1], task.parts, strict=False):
             msgs = step_messages(task.query, step, dag, {1: explain})
             e_text, e_prompt, e_comp, e_lat = _run_model(EDGE, msgs)
             c_text, c_prompt, c_comp, c_lat = _run_model(CLOUD, msgs)
             q_e = float(answer_of(e_text) == part.value)
             q_c = float(answer_of(c_text) == part.value)
-            out.append(SubtaskProfile(task.query, step, False, e_prompt, e_comp, e_lat, c_prompt, c_comp, c_lat, q_e, q_c))
+            out.append(
+                SubtaskProfile(
+                    task.query,
+                    step,
+                    False,
+                    e_prompt,
+                    e_comp,
+                    e_lat,
+                    c_prompt,
+                    c_comp,
+                    c_lat,
+                    q_e,
+                    q_c,
+                )
+            )
     return out
 
 
-def train_router(profiles: Sequence[SubtaskProfile], *, shuffle: bool = False, seed: int = 0, epochs: int = 30) -> UtilityRouter:
+def train_router(
+    profiles: Sequence[SubtaskProfile], *, shuffle: bool = False, seed: int = 0, epochs: int = 30
+) -> UtilityRouter:
     """The adaptive router on the profiles; ``shuffle`` permutes the quality labels (a control)."""
     if shuffle:
         rng = np.random.default_rng(seed + 1)
         q_e = [p.quality_edge for p in profiles]
         q_c = [p.quality_cloud for p in profiles]
         perm = rng.permutation(len(profiles))
-        profiles = [dataclasses.replace(p, quality_edge=q_e[i], quality_cloud=q_c[i]) for p, i in zip(profiles, perm)]
+        profiles = [
+            dataclasses.replace(p, quality_edge=q_e[i], quality_cloud=q_c[i])
+            for p, i in zip(profiles, perm, strict=False)
+        ]
     router = UtilityRouter(HashingEmbedder(EMBED_DIM), seed=seed)
     # lr 1e-3 rather than the official 1e-4: 30 epochs of ~2k profiles converge with it.
     return router.fit(profiles, epochs=epochs, lr=1e-3, seed=seed)
@@ -111,7 +130,9 @@ def _span(result: Any) -> float:
     return max(r.end_s for r in steps) - min(r.start_s for r in steps)
 
 
-def run_arm(flow: HybridFlow, tasks: Sequence[ArithmeticTask], *, concurrency: int, time_scale: float) -> dict[str, Any]:
+def run_arm(
+    flow: HybridFlow, tasks: Sequence[ArithmeticTask], *, concurrency: int, time_scale: float
+) -> dict[str, Any]:
     """Run ``flow`` on ``tasks``; latencies are reported unscaled (divided by ``time_scale``)."""
 
     async def go() -> list[Any]:
@@ -122,7 +143,7 @@ def run_arm(flow: HybridFlow, tasks: Sequence[ArithmeticTask], *, concurrency: i
 
     results = asyncio.run(go())
     arm = ArmResult([], [], [], [], [], [], [], 0)
-    for task, r in zip(tasks, results):
+    for task, r in zip(tasks, results, strict=False):
         arm.correct.append(float(answer_of(r.answer) == task.answer))
         arm.cloud_tokens.append(float(sum(x.total_tokens for x in r.records if x.route == "cloud")))
         arm.cost_usd.append(r.totals()["cost_usd"])
@@ -143,9 +164,11 @@ def predicted_saving(plan_xml: str, exec_s: dict[int, float]) -> float:
     return 1.0 - sum(exec_s[i] for i in path) / sum(exec_s[i] for i in dag.ids)
 
 
-def interpolated_gain(curve: Sequence[tuple[float, float]], points: Sequence[tuple[float, float]]) -> list[float]:
+def interpolated_gain(
+    curve: Sequence[tuple[float, float]], points: Sequence[tuple[float, float]]
+) -> list[float]:
     """Accuracy of ``curve`` (cost, acc), linearly interpolated at each point's cost, minus the point's;
     points outside the curve's cost range are skipped."""
-    xs, ys = zip(*sorted(curve))
+    xs, ys = zip(*sorted(curve), strict=False)
     lo, hi = min(xs), max(xs)
     return [float(np.interp(c, xs, ys)) - a for c, a in points if lo <= c <= hi]

@@ -58,7 +58,9 @@ def makespan(
             end[step.id] = start[step.id] + exec_s[step.id]
         return Schedule(start, end)
     # Event-driven list scheduling with the scheduler's dispatch order.
-    now, running, done = 0.0, [], set()  # running: heap of (end, id)
+    now = 0.0
+    running: list[tuple[float, int]] = []  # a heap of (end, id)
+    done: set[int] = set()
     pending = {s.id: s for s in dag.steps}
     while pending or running:
         ready = sorted(

@@ -90,7 +90,7 @@ def _as_router(router: Any, seed: int | None) -> StepRouter | QueryRouter:
         raise TypeError(
             f"router must have route(...) or be a QueryRouter, got {type(router).__name__}"
         )
-    return router  # type: ignore[no-any-return]
+    return router
 
 
 class HybridFlow:
@@ -136,7 +136,7 @@ class HybridFlow:
                 raise TypeError(f"{name} must be a ModelEndpoint, got {type(ep).__name__}")
         self.edge, self.cloud = edge, cloud
         self.router = _as_router(router, seed)
-        self.planner_spec = RulePlanner() if planner is None else planner
+        self.planner_spec: Any = RulePlanner() if planner is None else planner
         if not (
             isinstance(self.planner_spec, ModelEndpoint)
             or hasattr(self.planner_spec, "plan")

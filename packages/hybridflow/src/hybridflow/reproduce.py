@@ -20,6 +20,7 @@ from shared_core.report import Report
 
 SWEEP_SCALE = 0.01  # accuracy/cost sweeps: in-process simulated clients (no HTTP)
 LATENCY_SCALE = 0.15  # latency arms over HTTP: model time well above the loopback overhead
+SMOKE_LATENCY_SCALE = 0.02
 THRESHOLDS = (1, 2, 3, 4, 5, 6, 7, 8, 10)
 B_MAX = (256, 512, 768, 1024, 1536, 2048, 4096)
 RANDOM_P = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -30,7 +31,9 @@ DEFAULT_B = 2048  # the official inference default of B_max
 def _flow(eps: dict[str, Any], router: Any, scale: float, **kw: Any) -> Any:
     from hybridflow.pipeline import HybridFlow
 
-    return HybridFlow(eps["edge"], eps["cloud"], router, planner=eps["planner"], time_scale=scale, seed=0, **kw)
+    return HybridFlow(
+        eps["edge"], eps["cloud"], router, planner=eps["planner"], time_scale=scale, seed=0, **kw
+    )
 
 
 def _models() -> dict[str, Any]:
@@ -39,7 +42,9 @@ def _models() -> dict[str, Any]:
     return {m.name: m for m in (EDGE, CLOUD, PLANNER)}
 
 
-def _sweeps(args: ReproduceArgs, eps: dict[str, Any], tasks: list[Any], routers: dict[str, Any]) -> dict[str, Any]:
+def _sweeps(
+    args: ReproduceArgs, eps: dict[str, Any], tasks: list[Any], routers: dict[str, Any]
+) -> dict[str, Any]:
     from hybridflow.experiments import run_arm
     from hybridflow.router import ConstantRouter, RandomRouter, ThresholdRouter
 
@@ -50,14 +55,20 @@ def _sweeps(args: ReproduceArgs, eps: dict[str, Any], tasks: list[Any], routers:
     for t in thresholds:
         settings[f"fixed t={t}"] = ThresholdRouter(t)
     for b in b_grid:
-        settings[f"adaptive B={b}"] = routers["adaptive"].__class__.load(routers["path"], routers["adaptive"].embedder, b_max=b)
-        settings[f"shuffled B={b}"] = routers["shuffled"].__class__.load(routers["shuffled_path"], routers["shuffled"].embedder, b_max=b)
+        settings[f"adaptive B={b}"] = routers["adaptive"].__class__.load(
+            routers["path"], routers["adaptive"].embedder, b_max=b
+        )
+        settings[f"shuffled B={b}"] = routers["shuffled"].__class__.load(
+            routers["shuffled_path"], routers["shuffled"].embedder, b_max=b
+        )
     for p in p_grid:
         settings[f"random p={p}"] = RandomRouter(p, seed=0)
     settings["HF all-edge"] = ConstantRouter("edge")
     settings["HF all-cloud"] = ConstantRouter("cloud")
     for frac in (0.25, 0.5, 0.75):
-        calibrated = _copy_query_router(routers["query"]).calibrate([x.query for x in routers["calib"]], frac)
+        calibrated = _copy_query_router(routers["query"]).calibrate(
+            [x.query for x in routers["calib"]], frac
+        )
         settings[f"query router {frac:.0%}"] = calibrated
     settings["edge-only (direct)"] = _direct("edge", routers)
     settings["cloud-only (direct)"] = _direct("cloud", routers)
@@ -83,7 +94,9 @@ def _direct(target: str, routers: dict[str, Any]) -> Any:
     return qr.with_threshold(-np.inf if target == "cloud" else np.inf)
 
 
-def _latency_arms(eps: dict[str, Any], tasks: list[Any], routers: dict[str, Any]) -> dict[str, Any]:
+def _latency_arms(
+    eps: dict[str, Any], tasks: list[Any], routers: dict[str, Any], scale: float
+) -> dict[str, Any]:
     from hybridflow.experiments import run_arm
     from hybridflow.router import ThresholdRouter
 
@@ -96,10 +109,10 @@ def _latency_arms(eps: dict[str, Any], tasks: list[Any], routers: dict[str, Any]
         "edge-only (direct)": (_direct("edge", routers), {}),
     }
     # Warm the server, the connection pools and the SDK's first-call paths before timing anything.
-    run_arm(_flow(eps, ThresholdRouter(5)), tasks[:2], concurrency=2, time_scale=LATENCY_SCALE)
+    run_arm(_flow(eps, ThresholdRouter(5), scale), tasks[:2], concurrency=2, time_scale=scale)
     out = {}
     for name, (router, kw) in progress(arms.items(), desc="latency arms", total=len(arms)):
-        out[name] = run_arm(_flow(eps, router, LATENCY_SCALE, **kw), tasks, concurrency=6, time_scale=LATENCY_SCALE)
+        out[name] = run_arm(_flow(eps, router, scale, **kw), tasks, concurrency=6, time_scale=scale)
     return out
 
 
@@ -127,17 +140,25 @@ def _experiment(args: ReproduceArgs) -> dict[str, Any]:
         "query": query_router(train_tasks, args.seed),
         "calib": train_tasks,
     }
-    with LocalServer(sim_app(_models(), seed=0, time_scale=LATENCY_SCALE)) as server:
+    scale = args.pick(smoke=SMOKE_LATENCY_SCALE, quick=LATENCY_SCALE, full=LATENCY_SCALE)
+    with LocalServer(sim_app(_models(), seed=0, time_scale=scale)) as server:
         eps = sim_endpoints(server)
         # The sweeps read accuracy and cost only: in-process clients of the same simulated models.
         sweeps = _sweeps(args, eps, eval_tasks, routers)
-        latency = _latency_arms(sim_endpoints(server), lat_tasks, routers)
+        latency = _latency_arms(eps, lat_tasks, routers, scale)
     history = adaptive.history_
-    return {"sweeps": sweeps, "latency": latency, "n_profiles": len(profiles), "train_loss": [history[0], history[-1]]}
+    return {
+        "sweeps": sweeps,
+        "latency": latency,
+        "n_profiles": len(profiles),
+        "train_loss": [history[0], history[-1]],
+    }
 
 
 # -- claims --------------------------------------------------------------------------------------
-def _curve(sweeps: dict[str, Any], prefix: str, idx: np.ndarray | None = None) -> list[tuple[float, float]]:
+def _curve(
+    sweeps: dict[str, Any], prefix: str, idx: np.ndarray | None = None
+) -> list[tuple[float, float]]:
     pts = []
     for name, arm in sweeps.items():
         if name.startswith(prefix):
@@ -171,21 +192,25 @@ def _utility(arm: dict[str, Any], cloud_ref: float) -> float:
     return float(np.mean(arm["correct"]) - 0.5 * np.mean(arm["cloud_tokens"]) / cloud_ref)
 
 
-def _se(x: Sequence[float]) -> float:
-    x = np.asarray(x, dtype=float)
+def _se(values: Sequence[float]) -> float:
+    x = np.asarray(values, dtype=float)
     return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
 
 
 def _claim_latency(report: Report, lat: dict[str, Any]) -> None:
     from hybridflow.experiments import predicted_saving
 
-    dag, chain, one = lat["HybridFlow (fixed t=5)"], lat["HybridFlow-Chain (fixed t=5)"], lat["control: DAG, 1 worker (fixed t=5)"]
+    dag, chain, one = (
+        lat["HybridFlow (fixed t=5)"],
+        lat["HybridFlow-Chain (fixed t=5)"],
+        lat["control: DAG, 1 worker (fixed t=5)"],
+    )
     n = len(dag["correct"])
     # JSON (the checkpoint) turned the step IDs into strings
     execs = [{int(k): v for k, v in e.items()} for e in chain["step_exec_s"]]
-    predicted = [predicted_saving(p, e) for p, e in zip(dag["plans"], execs)]
-    measured = [1 - d / c for d, c in zip(dag["step_span_s"], chain["step_span_s"])]
-    control = [1 - d / c for d, c in zip(one["step_span_s"], chain["step_span_s"])]
+    predicted = [predicted_saving(p, e) for p, e in zip(dag["plans"], execs, strict=False)]
+    measured = [1 - d / c for d, c in zip(dag["step_span_s"], chain["step_span_s"], strict=False)]
+    control = [1 - d / c for d, c in zip(one["step_span_s"], chain["step_span_s"], strict=False)]
     tol = max(0.05, 2 * _se(np.subtract(measured, predicted)))
     report.claim("dag_saving_equals_latency_model", "step-phase latency saving vs Chain", float(np.nanmean(measured)),
                  float(np.nanmean(predicted)), direction="close", baseline_name="1 - critical path / sum of steps",
@@ -231,15 +256,26 @@ def _figures(report: Report, sw: dict[str, Any]) -> None:
     from shared_core.report import subplots
 
     fig, ax = subplots(figsize=(6, 4))
-    for prefix, style in (("fixed", "o-"), ("adaptive", "s-"), ("random", "x--"), ("shuffled", "d:")):
+    for prefix, style in (
+        ("fixed", "o-"),
+        ("adaptive", "s-"),
+        ("random", "x--"),
+        ("shuffled", "d:"),
+    ):
         pts = sorted(_curve(sw, prefix))
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=prefix)
     for name in ("edge-only (direct)", "cloud-only (direct)"):
-        ax.plot(np.mean(sw[name]["cloud_tokens"]), np.mean(sw[name]["correct"]), "*", ms=12, label=name)
+        ax.plot(
+            np.mean(sw[name]["cloud_tokens"]), np.mean(sw[name]["correct"]), "*", ms=12, label=name
+        )
     ax.set_xlabel("cloud tokens per query")
     ax.set_ylabel("accuracy")
     ax.legend(fontsize=7)
-    report.figure("accuracy_cost", fig, "Accuracy against cloud tokens: router sweeps and single-model baselines")
+    report.figure(
+        "accuracy_cost",
+        fig,
+        "Accuracy against cloud tokens: router sweeps and single-model baselines",
+    )
 
 
 def run(args: ReproduceArgs) -> Report:
@@ -252,10 +288,29 @@ def run(args: ReproduceArgs) -> Report:
     result = report.cached("experiment", lambda: _experiment(args))
     sw, lat = result["sweeps"], result["latency"]
     ref = float(np.mean(sw["HF all-cloud"]["cloud_tokens"]))
-    rows = [{"arm": k, **{m: round(v, 4) for m, v in _summary(a).items()}, "utility": round(_utility(a, ref), 4)} for k, a in sw.items()]
+    rows = [
+        {
+            "arm": k,
+            **{m: round(v, 4) for m, v in _summary(a).items()},
+            "utility": round(_utility(a, ref), 4),
+        }
+        for k, a in sw.items()
+    ]
     report.table("accuracy_cost_sweep", rows)
-    report.table("latency_arms", [{"arm": k, **{m: round(v, 4) for m, v in _summary(a).items()}} for k, a in lat.items()])
-    report.table("router_training", [{"profiles": result["n_profiles"], "loss_first_epoch": result["train_loss"][0], "loss_last_epoch": result["train_loss"][1]}])
+    report.table(
+        "latency_arms",
+        [{"arm": k, **{m: round(v, 4) for m, v in _summary(a).items()}} for k, a in lat.items()],
+    )
+    report.table(
+        "router_training",
+        [
+            {
+                "profiles": result["n_profiles"],
+                "loss_first_epoch": result["train_loss"][0],
+                "loss_last_epoch": result["train_loss"][1],
+            }
+        ],
+    )
     _claim_latency(report, lat)
     _claim_routing(report, sw, args.seed)
     _figures(report, sw)

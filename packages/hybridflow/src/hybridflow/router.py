@@ -11,6 +11,7 @@ inference; see the README).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import re
@@ -143,7 +144,7 @@ def init_mlp(
     """Kaiming-uniform-like init, as ``torch.nn.Linear`` does (bound 1/sqrt(fan_in))."""
     sizes = [d_in, *([hidden] * depth), 1]
     layers = []
-    for fan_in, fan_out in zip(sizes, sizes[1:]):
+    for fan_in, fan_out in itertools.pairwise(sizes):
         bound = 1 / math.sqrt(fan_in)
         layers.append(
             (
@@ -203,14 +204,17 @@ class UtilityRouter:
         r_l: Any,
     ) -> np.ndarray:
         """``[e; m; r_B; r_L]`` rows for a batch of steps."""
-        texts = [q + " " + s.task for q, s in zip(questions, subtasks)]
+        texts = [q + " " + s.task for q, s in zip(questions, subtasks, strict=False)]
         emb = np.asarray(self.embedder(texts), dtype=np.float32)
         if emb.shape != (len(texts), self.embedder.dim):
             raise ValueError(
                 f"embedder returned shape {emb.shape}, expected ({len(texts)}, {self.embedder.dim})"
             )
         meta = np.stack(
-            [meta_features(q, s, is_last=last) for q, s, last in zip(questions, subtasks, is_last)]
+            [
+                meta_features(q, s, is_last=last)
+                for q, s, last in zip(questions, subtasks, is_last, strict=False)
+            ]
         )
         rb = np.broadcast_to(np.asarray(r_b, dtype=np.float32), (len(texts),))[:, None]
         rl = np.broadcast_to(np.asarray(r_l, dtype=np.float32), (len(texts),))[:, None]
@@ -439,7 +443,7 @@ class QueryRouter:
         if not 0.0 <= cloud_fraction <= 1.0:
             raise ValueError(f"cloud_fraction must be in [0, 1], got {cloud_fraction}")
         s = np.sort(self.scores(queries))
-        k = int(round((1 - cloud_fraction) * len(s)))
+        k = round((1 - cloud_fraction) * len(s))
         self.threshold_ = float(s[k]) if k < len(s) else float(s[-1]) + 1.0
         return self
 

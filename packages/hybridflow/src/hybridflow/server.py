@@ -54,7 +54,7 @@ def serve(flow: HybridFlow, *, chunk_chars: int = 16) -> Any:
             "data": [{"id": MODEL_NAME, "object": "model", "owned_by": "hybridflow"}],
         }
 
-    async def chat(request):  # type: ignore[no-untyped-def]
+    async def chat(request: Any) -> Any:
         body = await request.json()
         if body.get("model", MODEL_NAME) != MODEL_NAME:
             return JSONResponse(

@@ -64,7 +64,7 @@ class ArithmeticTask:
     @property
     def expression(self) -> str:
         out = self.parts[0].name
-        for sign, part in zip(self.signs, self.parts[1:]):
+        for sign, part in zip(self.signs, self.parts[1:], strict=False):
             out += f" {sign} {part.name}"
         return out
 
@@ -80,7 +80,7 @@ class ArithmeticTask:
 
 def _combine(values: list[int], signs: tuple[str, ...] | list[str]) -> int:
     total = values[0]
-    for sign, v in zip(signs, values[1:]):
+    for sign, v in zip(signs, values[1:], strict=False):
         total = total + v if sign == "+" else total - v
     return total
 
@@ -195,7 +195,7 @@ def respond(
     values = [solve_part(model, p, seed, task.query)[0] for p in task.parts]
     work = " ".join(
         f"{p.name} = {v}. {_filler(model.words_per_difficulty * p.difficulty)}"
-        for p, v in zip(task.parts, values)
+        for p, v in zip(task.parts, values, strict=False)
     )
     return f"{work} The final answer is {_combine(values, task.signs)}."
 
@@ -307,7 +307,7 @@ def sim_app(
             "data": [{"id": k, "object": "model", "owned_by": "sim"} for k in models],
         }
 
-    async def chat(request):  # type: ignore[no-untyped-def]
+    async def chat(request: Any) -> Any:
         body = await request.json()
         model = models.get(body.get("model", ""))
         if model is None:
@@ -496,10 +496,17 @@ class SimClient:
     """An in-process stand-in for :class:`~hybridflow.client.ChatClient`: the same replies, usage and
     (scaled) timing as :func:`sim_app`, without HTTP -- for sweeps where only routing matters."""
 
-    def __init__(self, endpoint: Any, models: dict[str, SimModel], *, time_scale: float, seed: int = 0) -> None:
+    def __init__(
+        self, endpoint: Any, models: dict[str, SimModel], *, time_scale: float, seed: int = 0
+    ) -> None:
         if endpoint.name not in models:
             raise ValueError(f"no simulated model named {endpoint.name!r}; have {sorted(models)}")
-        self.endpoint, self.model, self.scale, self.seed = endpoint, models[endpoint.name], time_scale, seed
+        self.endpoint, self.model, self.scale, self.seed = (
+            endpoint,
+            models[endpoint.name],
+            time_scale,
+            seed,
+        )
 
     async def complete(self, messages: Any, *, max_tokens: int | None = None, deadline: float | None = None,
                        on_text: Any = None, retry_after_text: bool = True) -> Any:  # fmt: skip
@@ -520,7 +527,9 @@ class SimClient:
             if on_text is not None:
                 on_text(piece)
         seconds = time.monotonic() - start
-        attempt = Attempt("ok", prompt, completion, False, seconds, self.endpoint.cost(prompt, completion))
+        attempt = Attempt(
+            "ok", prompt, completion, False, seconds, self.endpoint.cost(prompt, completion)
+        )
         return Completion(text, prompt, completion, False, ttft, seconds, 0.0, (attempt,))
 
     async def aclose(self) -> None:

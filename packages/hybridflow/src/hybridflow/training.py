@@ -141,7 +141,7 @@ class _AdamW:
     def step(self, grads: list[np.ndarray]) -> None:
         self.t += 1
         b1, b2 = self.betas
-        for p, g, m, v in zip(self.params, grads, self.m, self.v):
+        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=False):
             p *= 1 - self.lr * self.wd
             m *= b1
             m += (1 - b1) * g
