@@ -40,6 +40,7 @@ from hybridflow.sim import (
 from shared_core.bench import compare
 
 MODELS = {m.name: m for m in (EDGE, CLOUD, PLANNER)}
+SIM_SCALE = 0.05  # in-process simulated clients, as in the reproduction
 
 
 def makespans(n: int, scale: float) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def equal_accuracy(n_train: int, n_eval: int) -> dict[str, Any]:
     router = train_router(profiles_for(train))
     eps = {k: ModelEndpoint(m.name, "http://127.0.0.1:9/v1", price_in_per_mtok=p[0], price_out_per_mtok=p[1])
            for k, m, p in (("edge", EDGE, (0, 0)), ("cloud", CLOUD, (2.0, 8.0)), ("planner", PLANNER, (0, 0)))}  # fmt: skip
-    factory = sim_client_factory(MODELS, time_scale=0.01)
+    factory = sim_client_factory(MODELS, time_scale=SIM_SCALE)
 
     def arm(r: Any, planner: bool = True) -> dict[str, Any]:
         flow = HybridFlow(
@@ -92,13 +93,13 @@ def equal_accuracy(n_train: int, n_eval: int) -> dict[str, Any]:
             time_scale=0.01,
             max_workers=8,
         )
-        return run_arm(flow, tasks, concurrency=32, time_scale=0.01)
+        return run_arm(flow, tasks, concurrency=8, time_scale=SIM_SCALE)
 
     hf = arm(router)
     target = float(np.mean(hf["correct"]))
     qr = query_router(train)
     best = None
-    for frac in np.linspace(0.0, 1.0, 21):
+    for frac in np.linspace(0.0, 1.0, 11):
         res = arm(QueryRouter.calibrate(qr, [t.query for t in train], float(frac)))
         acc = float(np.mean(res["correct"]))
         if acc >= target and best is None:
@@ -189,7 +190,7 @@ def main() -> None:
         "scheduler_overhead": scheduler_overhead(),
         "router_latency": router_latency(),
         "makespan": makespans(a.queries, a.scale),
-        "equal_accuracy_vs_query_router": equal_accuracy(400, 120),
+        "equal_accuracy_vs_query_router": equal_accuracy(300, 60),
     }
     (a.out / "bench.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -236,37 +236,46 @@ class _Query:
         return time.monotonic() - self.t0
 
     async def run(self) -> HybridFlowResult:
+        try:
+            return self._result(await self._answer())
+        except asyncio.TimeoutError:
+            self.flags.append("deadline")
+            for r in self.records:
+                if r.status == "pending":
+                    r.status, r.error, r.end_s = "cancelled", "deadline", self.now()
+            return self._result(None)
+
+    async def _bounded(self, coro: Any) -> Any:
+        """Await ``coro`` within what is left of the query's deadline (TimeoutError past it)."""
+        if self.deadline is None:
+            return await coro
+        return await asyncio.wait_for(coro, max(0.0, self.deadline - time.monotonic()))
+
+    async def _answer(self) -> str | None:
         flow = self.flow
         if isinstance(flow.router, QueryRouter):
             target = flow.router.route_query(self.query)
-            answer = await self._direct(target, "query_router")
-            return self._result(answer)
-        try:
-            await self._schedule()
-        except asyncio.TimeoutError:
-            self.flags.append("deadline")
-            return self._result(None)
+            return await self._bounded(self._direct(target, "query_router"))
+        await self._schedule()
         if not self.dag.steps:
             self.flags.append("empty_plan")
-            return self._result(await self._direct(flow.empty_plan_target, "empty_plan"))
+            return await self._bounded(self._direct(flow.empty_plan_target, "empty_plan"))
         if self.dag.repairs:
             self.flags.append("plan_repaired")
         record = StepRecord(
-            len(self.dag) and max(self.dag.ids) + 1,
+            max(self.dag.ids) + 1,
             "aggregate",
             "aggregate",
             "edge",
             flow.edge.name,
             rule="aggregate",
         )
-        text = await self._call(
-            record, "edge", aggregate_messages(self.query, self.dag, self.results)
-        )
+        messages = aggregate_messages(self.query, self.dag, self.results)
+        text = await self._bounded(self._call(record, "edge", messages))
         if text is None:
-            last = self.dag.steps[-1].id
             self.flags.append("aggregate_failed")
-            text = self.results.get(last)
-        return self._result(text)
+            text = self.results.get(self.dag.steps[-1].id)
+        return text
 
     def _result(self, answer: str | None) -> HybridFlowResult:
         return HybridFlowResult(self.query, answer, self.records, self.dag, self.flags, self.now())
