@@ -46,3 +46,13 @@ def test_retry_policy_and_query_checks():
         HybridFlow(ep, ep, "edge").run("  ")
     with pytest.raises(TypeError, match="edge must be a ModelEndpoint"):
         HybridFlow("http://x", ep)
+
+
+def test_unfitted_routers_are_refused_at_construction():
+    from hybridflow import HashingEmbedder, QueryRouter, UtilityRouter
+
+    ep = ModelEndpoint("m", "http://127.0.0.1:1/v1")
+    with pytest.raises(ValueError, match="UtilityRouter is not fitted"):
+        HybridFlow(ep, ep, UtilityRouter(HashingEmbedder(8)))
+    with pytest.raises(ValueError, match="QueryRouter is not fitted"):
+        HybridFlow(ep, ep, QueryRouter(HashingEmbedder(8)))

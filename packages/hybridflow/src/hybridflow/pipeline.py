@@ -25,6 +25,7 @@ from hybridflow.router import (
     RouteDecision,
     StepRouter,
     ThresholdRouter,
+    UtilityRouter,
 )
 from hybridflow.tokens import bound_chat_tokens
 
@@ -86,6 +87,12 @@ def _as_router(router: Any, seed: int | None) -> StepRouter | QueryRouter:
                 f"router must be a router object or one of {sorted(named)}, got {router!r}"
             )
         return named[router]()
+    if isinstance(router, UtilityRouter) and router.layers_ is None:
+        raise ValueError(
+            "the UtilityRouter is not fitted: fit(profiles) or UtilityRouter.load(path) first"
+        )
+    if isinstance(router, QueryRouter) and router.coef_ is None:
+        raise ValueError("the QueryRouter is not fitted: fit(queries, labels) first")
     if not (hasattr(router, "route") or isinstance(router, QueryRouter)):
         raise TypeError(
             f"router must have route(...) or be a QueryRouter, got {type(router).__name__}"
