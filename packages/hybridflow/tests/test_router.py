@@ -105,7 +105,7 @@ def _torch_loss(a, lambda_b, lambda_l, b_max, l_max, tau=0.1):
     pen_l = torch.relu((p * t["l_cloud"] + (1 - p) * t["l_edge"]).mean() - l_max) ** 2
     loss = reg + lambda_b * pen_b + lambda_l * pen_l
     loss.backward()
-    return float(loss), f.grad.numpy()
+    return float(loss.detach()), f.grad.numpy()
 
 
 @pytest.mark.parametrize(
