@@ -34,7 +34,15 @@ class FakeClient:
         self.calls = []
 
     async def complete(
-        self, messages, *, max_tokens=None, deadline=None, on_text=None, retry_after_text=True
+        self,
+        messages,
+        *,
+        max_tokens=None,
+        deadline=None,
+        on_text=None,
+        retry_after_text=True,
+        on_attempt=None,
+        may_retry=None,
     ):
         user = messages[-1]["content"]
         m = re.search(r"sub-problem to solve now is: (.*)", user)
@@ -44,13 +52,17 @@ class FakeClient:
         if task in self.fail:
             from hybridflow.client import CallFailed
 
-            raise CallFailed(f"{task} failed", [Attempt("http_500", 0, 0, False, 0.0, 0.0)])
+            attempt = Attempt("http_500", 0, 0, False, 0.0, 0.0)
+            if on_attempt is not None:
+                on_attempt(attempt)
+            raise CallFailed(f"{task} failed", [attempt])
         text = f"done {task}"
         p, c = estimate_chat_tokens(messages), estimate_tokens(text)
         cost = self.endpoint.cost(p, c)
-        return Completion(
-            text, p, c, False, 0.0, 0.0, 0.0, (Attempt("ok", p, c, False, 0.0, cost),)
-        )
+        attempt = Attempt("ok", p, c, False, 0.0, cost)
+        if on_attempt is not None:
+            on_attempt(attempt)
+        return Completion(text, p, c, False, 0.0, 0.0, 0.0, (attempt,))
 
     async def aclose(self):
         pass

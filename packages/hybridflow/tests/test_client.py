@@ -145,7 +145,7 @@ def test_fault_injecting_server_ledger_matches_client_totals():
     )
 
     faults = Faults(
-        p_500=0.12, p_429=0.12, retry_after_s=0.02, p_stall=0.05, stall_s=1.5, p_cut=0.12, seed=3
+        p_500=0.12, p_429=0.12, retry_after_s=0.02, p_stall=0.05, stall_s=1.5, p_cut=0.2, seed=3
     )
     app = sim_app({m.name: m for m in (EDGE, CLOUD, PLANNER)}, time_scale=0.005, faults=faults)
     with LocalServer(app) as server:

@@ -122,10 +122,11 @@ class HybridFlowResult:
     dag: TaskDAG | None
     flags: list[str]
     latency_s: float
+    error: BaseException | None = None  # set by arun_many when the query raised
 
     @property
     def ok(self) -> bool:
-        return self.answer is not None and not self.failed
+        return self.answer is not None and not self.failed and self.error is None
 
     @property
     def failed(self) -> list[int]:

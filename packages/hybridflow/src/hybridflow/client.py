@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import email.utils
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -89,10 +90,16 @@ def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):  # not seconds, not an HTTP date ("soon"): absent
+        return None
+    if parsed is None:
+        return None
+    if parsed.tzinfo is None:  # an HTTP date is GMT; a naive one would not compare with time.time()
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def _import_openai() -> Any:
@@ -101,7 +108,9 @@ def _import_openai() -> Any:
         import openai
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
-            "the client path needs pip install 'hybridflow[openai]'", name=error.name
+            f"the client path needs the module {error.name!r} (not installed): "
+            "pip install 'hybridflow[openai]' installs openai and httpx",
+            name=error.name,
         ) from error
     return openai, httpx
 
@@ -157,26 +166,45 @@ class ChatClient:
         deadline: float | None = None,
         on_text: Callable[[str], None] | None = None,
         retry_after_text: bool = True,
+        on_attempt: Callable[[Attempt], None] | None = None,
+        may_retry: Callable[[], bool] | None = None,
     ) -> Completion:
         """One chat completion; ``deadline`` is a ``time.monotonic()`` instant after which no retry starts.
 
         ``on_text`` gets each streamed piece. With ``retry_after_text=False`` a stream that broke after
         delivering text is not retried (the planner: its parsed steps are already running).
+        ``on_attempt`` gets every attempt as soon as it is billed (so a caller cancelled mid-retry
+        still knows what was spent); ``may_retry`` is asked right before each retry is sent (the
+        pipeline re-reserves the budget there) and a False ends the call with :class:`CallFailed`.
+        The concurrency slot is held per attempt, not across backoff sleeps.
         """
         msgs = [dict(m) for m in messages]
         cap = max_tokens or self.endpoint.max_tokens
         attempts: list[Attempt] = []
-        queued = time.monotonic()
-        async with self._slots:
-            queue_s = time.monotonic() - queued
-            for number in range(1, self.retry.attempts + 1):
-                delivered: list[str] = []
-                sink = self._sink(delivered, on_text)
+        queue_s = 0.0
+
+        def billed(attempt: Attempt) -> None:
+            attempts.append(attempt)
+            if on_attempt is not None:
+                on_attempt(attempt)
+
+        for number in range(1, self.retry.attempts + 1):
+            if number > 1 and may_retry is not None and not may_retry():
+                raise CallFailed(
+                    f"{self.endpoint.name}: the budget cannot cover retry {number}",
+                    attempts,
+                    queue_s,
+                )
+            delivered: list[str] = []
+            sink = self._sink(delivered, on_text)
+            queued = time.monotonic()
+            async with self._slots:
+                queue_s += time.monotonic() - queued
                 try:
                     text, usage, ttft, seconds = await self._once(msgs, cap, sink)
                 except (self._openai.APIError, self._httpx.TransportError, _BrokenStream) as error:
                     attempt, wait, retryable = self._failed_attempt(error, msgs, "".join(delivered))
-                    attempts.append(attempt)
+                    billed(attempt)
                     if not retryable or (delivered and not retry_after_text):
                         why = attempt.outcome + (" after text" if delivered else "")
                         raise CallFailed(
@@ -185,25 +213,25 @@ class ChatClient:
                 else:
                     prompt, completion, estimated = usage
                     cost = self.endpoint.cost(prompt, completion)
-                    attempts.append(Attempt("ok", prompt, completion, estimated, seconds, cost))
+                    billed(Attempt("ok", prompt, completion, estimated, seconds, cost))
                     self.calls += 1
                     return Completion(
                         text, sum(a.prompt_tokens for a in attempts), sum(a.completion_tokens for a in attempts),
                         any(a.estimated for a in attempts if a.prompt_tokens or a.completion_tokens),
                         ttft, seconds, queue_s, tuple(attempts),
                     )  # fmt: skip
-                if number == self.retry.attempts:
-                    break
-                delay = self.retry.backoff(number, float(self._rng.random()))
-                if wait is not None:
-                    delay = min(wait, self.retry.max_retry_after_s)
-                if deadline is not None and time.monotonic() + delay >= deadline:
-                    raise CallFailed(
-                        f"{self.endpoint.name}: deadline reached before retry {number + 1}",
-                        attempts,
-                        queue_s,
-                    )
-                await asyncio.sleep(delay)
+            if number == self.retry.attempts:
+                break
+            delay = self.retry.backoff(number, float(self._rng.random()))
+            if wait is not None:
+                delay = min(wait, self.retry.max_retry_after_s)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise CallFailed(
+                    f"{self.endpoint.name}: deadline reached before retry {number + 1}",
+                    attempts,
+                    queue_s,
+                )
+            await asyncio.sleep(delay)
         last = attempts[-1].outcome
         raise CallFailed(
             f"{self.endpoint.name}: {len(attempts)} attempts failed (last: {last})",

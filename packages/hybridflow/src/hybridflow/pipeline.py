@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from hybridflow.accounting import BudgetLedger, HybridFlowResult, Reservation, StepRecord
-from hybridflow.client import CallFailed, ChatClient
+from hybridflow.client import Attempt, CallFailed, ChatClient
 from hybridflow.endpoints import Budget, ModelEndpoint, RetryPolicy
 from hybridflow.plan import PlanError, Subtask, TaskDAG, ready_steps
 from hybridflow.planners import CallablePlanner, LLMPlanner, RulePlanner, planner_messages
@@ -216,14 +216,66 @@ class HybridFlow:
 
         async def one(q: str) -> HybridFlowResult:
             async with gate:
-                return await self.arun(q)
+                try:
+                    return await self.arun(q)
+                except Exception as error:
+                    # One bad query must not abort the batch: it ends with a reported failure.
+                    return _failed_result(q, error)
 
-        return list(await asyncio.gather(*(one(q) for q in queries)))
+        tasks = [asyncio.ensure_future(one(q)) for q in queries]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:  # cancelled from outside: no query task outlives the call
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def arun(self, query: str) -> HybridFlowResult:
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
         return await _Query(self, query).run()
+
+
+def _failed_result(query: str, error: BaseException) -> HybridFlowResult:
+    """The result of a query that raised: no answer, the error in ``flags`` and ``error``."""
+    result = HybridFlowResult(
+        query, None, [], None, [f"error: {type(error).__name__}: {error}"], 0.0
+    )
+    result.error = error
+    return result
+
+
+class _Charge:
+    """The budget side of one call: a reservation per attempt, settled as attempts are billed.
+
+    The first reservation is made before dispatch; before each retry the attempts billed so far are
+    settled and a fresh upper bound is reserved, so retries can never take the ledger past a cap.
+    """
+
+    def __init__(self, query: _Query, res: Reservation, reserve: Callable[[], Any]) -> None:
+        self.ledger, self.res, self.reserve = query.ledger, res, reserve
+        self.attempts: list[Attempt] = []
+        self.settled = 0
+
+    def _settle(self) -> None:
+        new = self.attempts[self.settled :]
+        self.settled = len(self.attempts)
+        tokens = sum(a.prompt_tokens + a.completion_tokens for a in new)
+        cost = sum(a.cost_usd for a in new)
+        self.ledger.settle(self.res, tokens, cost)
+        self.res = Reservation(0, 0, 0.0, self.res.cloud)
+
+    def rereserve(self) -> bool:
+        self._settle()
+        res = self.reserve()
+        if res is None:
+            return False
+        self.res = res
+        return True
+
+    def close(self, record: StepRecord) -> None:
+        self._settle()
+        record.bill(self.attempts)
 
 
 class _Query:
@@ -336,10 +388,12 @@ class _Query:
                 timeout = None if self.deadline is None else self.deadline - time.monotonic()
                 if timeout is not None and timeout <= 0:
                     raise asyncio.TimeoutError
-                finished, _ = await asyncio.wait(
-                    waiting | {waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                )
-                waiter.cancel()
+                try:
+                    finished, _ = await asyncio.wait(
+                        waiting | {waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    waiter.cancel()
                 if not finished:
                     raise asyncio.TimeoutError
                 for fut in finished:
@@ -351,7 +405,8 @@ class _Query:
                 fut.cancel()
                 self._mark_cancelled(step_id)
             plan_task.cancel()
-            await asyncio.gather(*running, plan_task, return_exceptions=True)
+            # Shielded: a second cancellation must not leave these tasks outliving the query.
+            await asyncio.shield(asyncio.gather(*running, plan_task, return_exceptions=True))
             raise
 
     def _mark_cancelled(self, step_id: int) -> None:
@@ -369,10 +424,23 @@ class _Query:
                 self.flags.append("planner_failed")
                 self.dag.close()
                 return
-        try:
-            await planner.plan(
-                self.query, self.dag, deadline=self.deadline, record=record, t0=self.t0
+        charge = None
+        if res is not None:
+            ep = self.flow.planner_spec
+            messages = planner_messages(self.query)
+            charge = _Charge(
+                self, res, lambda: self._reserve(ep, "planner", messages, planner.max_tokens)
             )
+        try:
+            if charge is None:
+                await planner.plan(
+                    self.query, self.dag, deadline=self.deadline, record=record, t0=self.t0
+                )
+            else:
+                await planner.plan(
+                    self.query, self.dag, deadline=self.deadline, record=record, t0=self.t0,
+                    on_attempt=charge.attempts.append, may_retry=charge.rereserve,
+                )  # fmt: skip
         except CallFailed as error:
             if record is not None:
                 record.status, record.error = "failed", str(error)
@@ -386,8 +454,8 @@ class _Query:
             if record is not None:
                 record.status = "ok"
         finally:
-            if res is not None and record is not None:
-                self.ledger.settle(res, record.total_tokens, record.cost_usd)
+            if charge is not None and record is not None:
+                charge.close(record)
 
     async def _step(self, step: Subtask) -> None:
         flow = self.flow
@@ -451,19 +519,22 @@ class _Query:
             record.start_s = record.end_s = self.now()
             return None
         record.start_s = self.now()
+        charge = _Charge(self, res, lambda: self._reserve(ep, target, messages, cap))
         try:
             completion = await self._client_for(target).complete(
-                messages, max_tokens=cap, deadline=self.deadline
+                messages,
+                max_tokens=cap,
+                deadline=self.deadline,
+                on_attempt=charge.attempts.append,
+                may_retry=charge.rereserve,
             )
         except CallFailed as error:
-            record.bill(error.attempts)
             record.status, record.error, record.queue_s = "failed", str(error), error.queue_s
             return None
         except asyncio.CancelledError:
             record.status, record.error = "cancelled", "deadline"
             raise
         else:
-            record.bill(completion.attempts)
             record.status, record.result = "ok", completion.text
             record.ttft_s, record.latency_s, record.queue_s = (
                 completion.ttft_s,
@@ -472,7 +543,8 @@ class _Query:
             )
             return completion.text
         finally:
-            self.ledger.settle(res, record.total_tokens, record.cost_usd)
+            # Every billed attempt stays on the record, also when the call was cancelled mid-retry.
+            charge.close(record)
             record.end_s = self.now()
 
     def _client_for(self, target: str) -> Any:

@@ -143,8 +143,12 @@ class LLMPlanner:
         deadline: float | None = None,
         record: Any = None,
         t0: float | None = None,
+        on_attempt: Any = None,
+        may_retry: Any = None,
     ) -> None:
+        """Stream the plan into ``dag``. With ``on_attempt`` the caller bills the record itself."""
         start = time.monotonic()
+        hooks = {} if on_attempt is None else {"on_attempt": on_attempt, "may_retry": may_retry}
         try:
             completion = await self.client.complete(
                 planner_messages(query),
@@ -152,16 +156,18 @@ class LLMPlanner:
                 deadline=deadline,
                 on_text=dag.feed,
                 retry_after_text=False,
+                **hooks,
             )
         except Exception as error:
-            if record is not None and hasattr(error, "attempts"):
+            if record is not None and on_attempt is None and hasattr(error, "attempts"):
                 record.bill(error.attempts)
             raise
         finally:
             if record is not None and t0 is not None:
                 record.start_s, record.end_s = start - t0, time.monotonic() - t0
         if record is not None:
-            record.bill(completion.attempts)
+            if on_attempt is None:
+                record.bill(completion.attempts)
             record.ttft_s, record.latency_s, record.queue_s = (
                 completion.ttft_s,
                 completion.latency_s,

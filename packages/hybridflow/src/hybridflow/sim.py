@@ -411,15 +411,22 @@ async def _stream(
         pieces = list(_chunks(text)) or [""]
         per_piece = (completion / model.tokens_per_s) * scale / len(pieces)
         sent = ""
-        for i, piece in enumerate(pieces):
-            if cut and i >= len(pieces) // 2 and i > 0:
-                ledger.bill(model.name, prompt, estimate_tokens(sent), "cut")
-                raise ConnectionAbortedError("injected stream cut")
-            if i == 0:
-                yield _sse(model.name, {"role": "assistant", "content": ""})
-            yield _sse(model.name, {"content": piece})
-            sent += piece
-            await asyncio.sleep(per_piece)
+        try:
+            for i, piece in enumerate(pieces):
+                if cut and i >= len(pieces) // 2 and i > 0:
+                    ledger.bill(model.name, prompt, estimate_tokens(sent), "cut")
+                    raise ConnectionAbortedError("injected stream cut")
+                if i == 0:
+                    yield _sse(model.name, {"role": "assistant", "content": ""})
+                yield _sse(model.name, {"content": piece})
+                sent += piece
+                await asyncio.sleep(per_piece)
+        except (GeneratorExit, asyncio.CancelledError):
+            # The client went away mid-stream: bill what was streamed, as a real server does (and by
+            # the client's own rule: nothing before the first content, else the prompt and the text).
+            if sent:
+                ledger.bill(model.name, prompt, estimate_tokens(sent), "disconnect")
+            raise
         ledger.bill(model.name, prompt, completion, "ok")
         yield _sse(model.name, {}, "stop")
         if include_usage:
@@ -509,7 +516,8 @@ class SimClient:
         )
 
     async def complete(self, messages: Any, *, max_tokens: int | None = None, deadline: float | None = None,
-                       on_text: Any = None, retry_after_text: bool = True) -> Any:  # fmt: skip
+                       on_text: Any = None, retry_after_text: bool = True, on_attempt: Any = None,
+                       may_retry: Any = None) -> Any:  # fmt: skip
         from hybridflow.client import Attempt, Completion
 
         msgs = [dict(m) for m in messages]
@@ -530,6 +538,8 @@ class SimClient:
         attempt = Attempt(
             "ok", prompt, completion, False, seconds, self.endpoint.cost(prompt, completion)
         )
+        if on_attempt is not None:
+            on_attempt(attempt)
         return Completion(text, prompt, completion, False, ttft, seconds, 0.0, (attempt,))
 
     async def aclose(self) -> None:
