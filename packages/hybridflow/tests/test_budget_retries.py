@@ -200,3 +200,13 @@ def test_the_simulator_bills_a_client_that_disconnects_mid_stream():
         asyncio.run(go(server.base_url))
     ledger = app.state.ledger
     assert "disconnect" in ledger.outcomes and ledger.total(CLOUD.name) > 0
+
+
+@pytest.mark.parametrize("missing", ["httpx", "openai"])
+def test_the_missing_client_module_is_named(monkeypatch, missing):
+    from hybridflow.client import _import_openai
+
+    monkeypatch.setitem(__import__("sys").modules, missing, None)
+    with pytest.raises(ModuleNotFoundError, match=f"'{missing}'") as info:
+        _import_openai()
+    assert info.value.name == missing and "hybridflow[openai]" in str(info.value)
