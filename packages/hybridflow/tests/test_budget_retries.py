@@ -210,3 +210,55 @@ def test_the_missing_client_module_is_named(monkeypatch, missing):
     with pytest.raises(ModuleNotFoundError, match=f"'{missing}'") as info:
         _import_openai()
     assert info.value.name == missing and "hybridflow[openai]" in str(info.value)
+
+
+def test_the_reviewed_bad_inputs_are_refused():
+    from hybridflow import UtilityRouter
+    from hybridflow.router import budget_use
+
+    ep = ModelEndpoint("m", "http://127.0.0.1:9/v1")
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match="step_max_tokens"):
+            HybridFlow(ep, ep, "cloud", step_max_tokens=bad)
+    for name in ("alpha_b", "delta0", "alpha_l"):
+        for bad in (float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=name):
+                UtilityRouter("hashing", **{name: bad})
+    with pytest.raises(ValueError, match="tokens_used"):
+        budget_use(float("nan"), 0.0, 2048.0, 25.0)
+    with pytest.raises(ValueError, match="max_retry_after_s"):
+        RetryPolicy(max_retry_after_s=-1)
+    with pytest.raises(ValueError, match="api_key is empty"):
+        ModelEndpoint("m", "https://api.example.com/v1", api_key="")
+
+
+def test_fit_refuses_a_bad_learning_rate():
+    from hybridflow import UtilityRouter
+    from hybridflow.experiments import profiles_for
+    from hybridflow.sim import make_tasks
+
+    profiles = profiles_for(make_tasks(2, seed=0))
+    for bad in (float("nan"), -1.0, 0.0):
+        with pytest.raises(ValueError, match="lr"):
+            UtilityRouter("hashing").fit(profiles, lr=bad, epochs=1)
+
+
+def test_plan_text_is_unescaped_and_a_negative_token_hint_dropped():
+    dag = TaskDAG.from_plan_xml(
+        '<Plan><Step ID="1" Task="Say &quot;hi&quot; &amp; wave" Token="-5" Rely=""/></Plan>'
+    )
+    step = dag.steps[0]
+    assert step.task == 'Say "hi" & wave' and step.token_hint is None
+    assert TaskDAG.from_plan_xml(dag.to_xml()).steps[0].task == step.task
+
+
+def test_roles_sharing_an_endpoint_share_one_client(fake_client):
+    ep = ModelEndpoint("m", "http://127.0.0.1:9/v1")
+    made = []
+
+    def factory(e, r):
+        made.append(e)
+        return fake_client(e, r)
+
+    HybridFlow(ep, ep, "threshold", client_factory=factory).run("Let x1 = 1 + 2. What is x1?")
+    assert len(made) == 1

@@ -61,6 +61,8 @@ class ModelEndpoint:
             )
         if self.api_key is None and self.api_key_env:
             self.api_key = os.environ.get(self.api_key_env)
+        if self.api_key is not None and not self.api_key.strip() and not self.is_local:
+            raise ValueError(f"ModelEndpoint {self.name!r}: api_key is empty for {self.base_url}")
         if self.api_key is None:
             if not self.is_local:
                 where = f" or set ${self.api_key_env}" if self.api_key_env else ""
@@ -130,6 +132,12 @@ class RetryPolicy:
         )
         _check_positive(
             "RetryPolicy.max_delay_s", self.max_delay_s, allow_none=False, allow_zero=True
+        )
+        _check_positive(
+            "RetryPolicy.max_retry_after_s",
+            self.max_retry_after_s,
+            allow_none=False,
+            allow_zero=True,
         )
 
     def backoff(self, attempt: int, u: float) -> float:

@@ -161,13 +161,19 @@ class HybridFlow:
         self.step_max_tokens = step_max_tokens
         self.empty_plan_target = empty_plan_target
         self.seed = seed
+        if step_max_tokens is not None and not (
+            isinstance(step_max_tokens, int) and step_max_tokens >= 1
+        ):
+            raise ValueError(
+                f"step_max_tokens must be an int >= 1 or None, got {step_max_tokens!r}"
+            )
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
         self.time_scale = time_scale
         self._client_factory = client_factory or (
             lambda ep, retry: ChatClient(ep, retry, seed=seed)
         )
-        self._clients: dict[str, ChatClient] = {}
+        self._clients: dict[tuple[str, str], ChatClient] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- clients -------------------------------------------------------------------------------
@@ -175,10 +181,13 @@ class HybridFlow:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # clients (httpx pools) belong to one event loop
             self._clients, self._loop = {}, loop
-        if which not in self._clients:
-            ep = {"edge": self.edge, "cloud": self.cloud}.get(which) or self.planner_spec
-            self._clients[which] = self._client_factory(ep, self.retry)
-        return self._clients[which]
+        ep = {"edge": self.edge, "cloud": self.cloud}.get(which) or self.planner_spec
+        # Keyed on the endpoint, so roles sharing one endpoint share its client and its
+        # max_concurrency (two clients would double the in-flight limit).
+        key = (ep.name, ep.base_url)
+        if key not in self._clients:
+            self._clients[key] = self._client_factory(ep, self.retry)
+        return self._clients[key]
 
     async def aclose(self) -> None:
         """Close the HTTP clients of the current event loop."""

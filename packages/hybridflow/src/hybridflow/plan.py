@@ -20,6 +20,7 @@ ID, a non-integer Rely entry or an unterminated tag raises :class:`PlanError` na
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -65,6 +66,12 @@ def _parse_int(value: str | None) -> int | None:
         return int(value.strip())
     except ValueError:
         return None
+
+
+def _token_hint(value: str | None) -> int | None:
+    """The planner's Token estimate; a negative or zero one is no estimate (dropped, not kept)."""
+    hint = _parse_int(value)
+    return hint if hint is not None and hint > 0 else None
 
 
 class TaskDAG:
@@ -188,12 +195,12 @@ class TaskDAG:
         step_id = _parse_int(attrs.get("ID"))
         if step_id is None or step_id < 1:
             raise PlanError("a <Step> needs an integer ID >= 1", tag)
-        task = (attrs.get("Task") or "").strip()
+        task = html.unescape(attrs.get("Task") or "").strip()
         if not task:
             raise PlanError(f"step {step_id} has no Task", tag)
         deps = self._sanitised_deps(step_id, attrs.get("Rely", ""), tag)
         difficulty = self._difficulty(attrs.get("Difficulty"))
-        step = Subtask(step_id, task, deps, difficulty, _parse_int(attrs.get("Token")))
+        step = Subtask(step_id, task, deps, difficulty, _token_hint(attrs.get("Token")))
         self._add(step, tag)
         return step
 
@@ -323,7 +330,7 @@ class TaskDAG:
             token = "" if s.token_hint is None else f' Token="{s.token_hint}"'
             diff = "" if s.difficulty is None else f' Difficulty="{s.difficulty}"'
             rely = ",".join(map(str, s.deps))
-            task = s.task.replace('"', "'")
+            task = html.escape(s.task, quote=True)
             lines.append(f'<Step ID="{s.id}" Task="{task}"{diff}{token} Rely="{rely}"/>')
         lines.append("</Plan>")
         return "\n".join(lines)

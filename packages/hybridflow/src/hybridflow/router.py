@@ -80,6 +80,9 @@ def budget_use(
     tokens_used: float, elapsed_s: float, b_max: float, l_max: float
 ) -> tuple[float, float]:
     """``(r_B, r_L) = (tokens so far / B_max, seconds since the query began / L_max)``."""
+    for name, value in {"tokens_used": tokens_used, "elapsed_s": elapsed_s}.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return tokens_used / b_max, elapsed_s / l_max
 
 
@@ -182,6 +185,9 @@ class UtilityRouter:
         self.b_max = _positive("b_max", b_max)
         self.l_max = _positive("l_max", l_max)
         self.tau = _positive("tau", tau)
+        for name, value in {"delta0": delta0, "alpha_b": alpha_b, "alpha_l": alpha_l}.items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
         self.delta0, self.alpha_b, self.alpha_l = float(delta0), float(alpha_b), float(alpha_l)
         if hidden < 1 or depth < 1:
             raise ValueError(f"hidden and depth must be >= 1, got {hidden} and {depth}")
