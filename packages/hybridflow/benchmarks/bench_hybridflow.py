@@ -93,7 +93,7 @@ def equal_accuracy(n_train: int, n_eval: int) -> dict[str, Any]:
             r,
             planner=eps["planner"],
             client_factory=factory,
-            time_scale=0.01,
+            time_scale=SIM_SCALE,  # the clients' own scale: r_L must read unscaled seconds
             max_workers=8,
         )
         return run_arm(flow, tasks, concurrency=8, time_scale=SIM_SCALE)
@@ -186,7 +186,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument(
-        "--scale", type=float, default=0.02, help="time scale of the loopback HTTP makespans"
+        "--scale",
+        type=float,
+        default=0.5,
+        help="time scale of the loopback HTTP makespans (>= 0.5: model time above the ~20 ms CPU per call)",
     )
     # 200 queries at concurrency 16 keep the event loop busy: a slower clock keeps model time dominant
     ap.add_argument(
