@@ -286,7 +286,7 @@ def _claim_latency(report: Report, lat: dict[str, Any]) -> None:
     predicted = [predicted_saving(p, e) for p, e in zip(dag["plans"], execs, strict=False)]
     measured = [1 - d / c for d, c in zip(dag["step_span_s"], chain["step_span_s"], strict=False)]
     control = [1 - d / c for d, c in zip(one["step_span_s"], chain["step_span_s"], strict=False)]
-    tol = max(0.05, 2 * _se(np.subtract(measured, predicted)))
+    tol = max(0.05, 2 * _se(list(np.subtract(measured, predicted))))
     report.claim("dag_saving_equals_latency_model", "step-phase latency saving vs Chain", float(np.nanmean(measured)),
                  float(np.nanmean(predicted)), direction="close", baseline_name="1 - critical path / sum of steps",
                  tolerance=tol, samples=n, note="per-query steps measured in the chain run give the model's prediction")  # fmt: skip

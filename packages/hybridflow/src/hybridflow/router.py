@@ -301,7 +301,7 @@ class UtilityRouter:
         }
         path = Path(path)
         with path.open("wb") as fh:
-            np.savez(fh, meta=np.array(json.dumps(meta)), **arrays)
+            np.savez(fh, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
         return path
 
     @classmethod

@@ -217,9 +217,10 @@ def fit_router(
             raise ValueError(f"{name} must be >= 1, got {value}")
     if not 0 <= dropout < 1:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-    for name, value in {"lr": lr, "grad_clip": grad_clip}.items():
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    knobs: dict[str, float] = {"lr": lr, "grad_clip": grad_clip}
+    for name, knob in knobs.items():
+        if not (math.isfinite(knob) and knob > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {knob!r}")
     if not (math.isfinite(weight_decay) and weight_decay >= 0):
         raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
     rng = np.random.default_rng(seed)
