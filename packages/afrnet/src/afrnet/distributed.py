@@ -9,6 +9,7 @@ step equals a single-process step on the whole global batch (tested with gloo, t
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Any
 
@@ -37,13 +38,17 @@ def wrap(model: nn.Module) -> DistributedDataParallel:
     return DistributedDataParallel(model, find_unused_parameters=unused)
 
 
-def shard_batches(data: ConnectomeDataset, batch_size: int, epoch: int, seed: int) -> list[list[int]]:
+def shard_batches(
+    data: ConnectomeDataset, batch_size: int, epoch: int, seed: int
+) -> list[list[int]]:
     """This rank's indices of each global batch of ``batch_size`` subjects (``DistributedSampler``
     order); ``batch_size`` must be a multiple of the world size."""
     world = dist.get_world_size()
     if batch_size % world:
-        raise ValueError(f"the global batch_size {batch_size} must be a multiple of the world size {world}")
-    sampler = DistributedSampler(data, shuffle=True, seed=seed, drop_last=False)  # type: ignore[arg-type]
+        raise ValueError(
+            f"the global batch_size {batch_size} must be a multiple of the world size {world}"
+        )
+    sampler = DistributedSampler(data, shuffle=True, seed=seed, drop_last=False)
     sampler.set_epoch(epoch)
     local = list(sampler)
     per_rank = batch_size // world
@@ -51,10 +56,11 @@ def shard_batches(data: ConnectomeDataset, batch_size: int, epoch: int, seed: in
 
 
 def fit_distributed(
-    model: nn.Module, train: ConnectomeDataset, config: TrainConfig = TrainConfig()
+    model: nn.Module, train: ConnectomeDataset, config: TrainConfig | None = None
 ) -> list[float]:
     """Train ``model`` (already on this rank's device) for ``config.epochs`` under DDP; returns
     the mean loss of each epoch on this rank. Call inside an initialised process group."""
+    config = config or TrainConfig()
     if not dist.is_initialized():
         raise RuntimeError("fit_distributed needs torch.distributed.init_process_group first")
     torch.manual_seed(config.seed)
@@ -79,7 +85,9 @@ def _self_check() -> dict[str, Any]:
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    cohort = synthetic_cohort(8, base="geometric", timepoints=200, seed=1)
+    cohort = synthetic_cohort(
+        8, base="geometric", num_nodes=12, density=None, timepoints=100, seed=1
+    )
     n = cohort.sc.shape[-1]
     data = ConnectomeDataset(cohort.sc, cohort.fc, cohort.y)
     torch.manual_seed(0)
@@ -97,7 +105,8 @@ def _self_check() -> dict[str, Any]:
     ref_opt, _ = make_optimizer(reference, config)
     train_step(reference, ref_opt, data.batch(global_batch), config.clip_norm)
     gap = max(
-        float((a - b).abs().max()) for a, b in zip(model.parameters(), reference.parameters(), strict=True)
+        float((a - b).abs().max())
+        for a, b in zip(model.parameters(), reference.parameters(), strict=True)
     )
     dist.destroy_process_group()
     return {"rank": rank, "world": world, "max_param_gap": gap}
@@ -106,4 +115,4 @@ def _self_check() -> dict[str, Any]:
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
-    print(_self_check())
+    print(json.dumps(_self_check()))

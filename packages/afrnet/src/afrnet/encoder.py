@@ -154,4 +154,3 @@ class GraphormerNodeEncoder(nn.Module):
         for layer in self.layers:
             h = layer(h, bias, key_mask)
         return self.norm(h[:, 1:])
-

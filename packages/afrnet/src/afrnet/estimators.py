@@ -35,14 +35,20 @@ def split_connectomes(X: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]
     if isinstance(X, tuple) and len(X) == 2:
         sc, fc = (np.asarray(x, dtype=np.float64) for x in X)
         if sc.ndim != 3 or sc.shape != fc.shape:
-            raise ValueError(f"X = (sc, fc) must hold two [B, N, N] arrays of one shape, got {sc.shape}, {fc.shape}")
+            raise ValueError(
+                f"X = (sc, fc) must hold two [B, N, N] arrays of one shape, got {sc.shape}, {fc.shape}"
+            )
         return sc, fc
     arr = np.asarray(X, dtype=np.float64)
     if arr.ndim != 2:
-        raise ValueError(f"X must be (sc, fc) or a [B, 2N^2] array from stack_connectomes, got shape {arr.shape}")
-    n = int(round(np.sqrt(arr.shape[1] / 2)))
+        raise ValueError(
+            f"X must be (sc, fc) or a [B, 2N^2] array from stack_connectomes, got shape {arr.shape}"
+        )
+    n = round(np.sqrt(arr.shape[1] / 2))
     if 2 * n * n != arr.shape[1]:
-        raise ValueError(f"X has {arr.shape[1]} columns, not 2N^2 for any N (use stack_connectomes)")
+        raise ValueError(
+            f"X has {arr.shape[1]} columns, not 2N^2 for any N (use stack_connectomes)"
+        )
     return arr[:, : n * n].reshape(-1, n, n), arr[:, n * n :].reshape(-1, n, n)
 
 
@@ -90,7 +96,9 @@ class AFRNetClassifier(ClassifierMixin, BaseEstimator):
         sc, fc = split_connectomes(X)
         return ConnectomeDataset(sc, fc, y)
 
-    def fit(self, X: Any, y: ArrayLike, *, X_val: Any = None, y_val: ArrayLike | None = None) -> AFRNetClassifier:
+    def fit(
+        self, X: Any, y: ArrayLike, *, X_val: Any = None, y_val: ArrayLike | None = None
+    ) -> AFRNetClassifier:
         from sklearn.model_selection import train_test_split
 
         y_arr = np.asarray(y)
@@ -102,8 +110,12 @@ class AFRNetClassifier(ClassifierMixin, BaseEstimator):
             if y_val is None:
                 raise ValueError("X_val needs y_val")
             val_codes = np.searchsorted(self.classes_, np.asarray(y_val))
-            if not np.array_equal(self.classes_[np.clip(val_codes, 0, len(self.classes_) - 1)], np.asarray(y_val)):
-                raise ValueError(f"y_val has labels outside the training classes {self.classes_.tolist()}")
+            if not np.array_equal(
+                self.classes_[np.clip(val_codes, 0, len(self.classes_) - 1)], np.asarray(y_val)
+            ):
+                raise ValueError(
+                    f"y_val has labels outside the training classes {self.classes_.tolist()}"
+                )
             train, val = data, self._dataset(X_val, val_codes)
         elif self.validation_fraction > 0:
             tr, va = train_test_split(
@@ -132,7 +144,9 @@ class AFRNetClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "model_")
         data = self._dataset(X)
         if data.num_nodes**2 * 2 != self.n_features_in_:
-            raise ValueError(f"X has N = {data.num_nodes} regions; the model was fitted on {int(np.sqrt(self.n_features_in_ / 2))}")
+            raise ValueError(
+                f"X has N = {data.num_nodes} regions; the model was fitted on {int(np.sqrt(self.n_features_in_ / 2))}"
+            )
         return predict_scores(self.model_, data, self.batch_size)
 
     def predict(self, X: Any) -> NDArray[Any]:

@@ -58,7 +58,9 @@ def group_mask_difference(model: AFRNet, data: ConnectomeDataset) -> NDArray[np.
     for label in (1, 0):
         idx = np.flatnonzero(y == label)
         batch = data.batch(idx)
-        means.append(model.mean_mask(batch["sc"], batch["fc"], features=batch["features"]).double().numpy())
+        means.append(
+            model.mean_mask(batch["sc"], batch["fc"], features=batch["features"]).double().numpy()
+        )
     return np.asarray(means[0] - means[1])
 
 
@@ -110,7 +112,9 @@ def run_case(case: Case, progress: Callable[[str], None] | None = None) -> dict[
                     precision_at_pathway(diff, cohort.edges, cohort.pathway, seed)
                 )
                 if name == "afrnet" and seed == case.seeds[0]:
-                    out["first_seed_difference"] = diff[cohort.edges[:, 0], cohort.edges[:, 1]].tolist()
+                    out["first_seed_difference"] = diff[
+                        cohort.edges[:, 0], cohort.edges[:, 1]
+                    ].tolist()
                     planted = {tuple(e) for e in cohort.pathway.tolist()}
                     out["on_pathway"] = [tuple(e) in planted for e in cohort.edges.tolist()]
             if progress is not None:
@@ -119,7 +123,9 @@ def run_case(case: Case, progress: Callable[[str], None] | None = None) -> dict[
 
 
 def _recovery(model: AFRNet, test: ConnectomeDataset, cohort: Cohort, seed: int) -> float:
-    return precision_at_pathway(group_mask_difference(model, test), cohort.edges, cohort.pathway, seed)
+    return precision_at_pathway(
+        group_mask_difference(model, test), cohort.edges, cohort.pathway, seed
+    )
 
 
 def _logreg(cohort: Cohort, split: Any) -> tuple[float, float]:

@@ -102,7 +102,11 @@ def graph_features(sc: ArrayLike, *, max_dist: int = 510, max_path_len: int = 5)
         raise ValueError(f"graph_features takes one [N, N] SC matrix, got shape {arr.shape}")
     if max_path_len < 1 or max_dist < 1:
         raise ValueError(f"max_path_len and max_dist must be >= 1, got {max_path_len}, {max_dist}")
-    key = (hashlib.sha1(arr.tobytes() + str(arr.shape).encode()).hexdigest(), max_dist, max_path_len)
+    key = (
+        hashlib.sha1(arr.tobytes() + str(arr.shape).encode()).hexdigest(),
+        max_dist,
+        max_path_len,
+    )
     hit = _CACHE.get(key)
     if hit is not None:
         _CACHE.move_to_end(key)

@@ -91,7 +91,9 @@ def null_projector(
     return proj[0] if squeeze else proj
 
 
-def grounded_inverse(laplacian: torch.Tensor, projector: torch.Tensor, delta: float) -> torch.Tensor:
+def grounded_inverse(
+    laplacian: torch.Tensor, projector: torch.Tensor, delta: float
+) -> torch.Tensor:
     """``(L + δI)⁻¹`` restricted to the range of ``L``: ``(L + P + δI)⁻¹ - P / (1 + δ)``.
 
     Equals ``L⁺`` at ``δ = 0``. Well conditioned whenever each component is connected.
@@ -176,7 +178,9 @@ def flow_energy(
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if sc.shape[-1] != sc.shape[-2] or fc.shape != sc.shape:
-        raise ValueError(f"sc and fc must be square and of one shape, got {sc.shape} and {fc.shape}")
+        raise ValueError(
+            f"sc and fc must be square and of one shape, got {sc.shape} and {fc.shape}"
+        )
     if delta < 0 or ridge < 0:
         raise ValueError(f"delta and ridge must be >= 0, got {delta} and {ridge}")
     if conductance.dim() == 1:
@@ -193,7 +197,9 @@ def flow_energy(
         dense = torch.zeros(sc.shape, dtype=conductance.dtype, device=conductance.device)
         dense = dense.index_put((edges[0], edges[1]), conductance)
         dense = dense + dense.transpose(-1, -2)
-        structure = torch.zeros_like(dense).index_put((edges[0], edges[1]), torch.ones_like(conductance))
+        structure = torch.zeros_like(dense).index_put(
+            (edges[0], edges[1]), torch.ones_like(conductance)
+        )
         structure = structure + structure.T
         energy = _dense_energy(
             dense, fc, structure, node_mask, delta, ridge, solver, allow_disconnected
@@ -275,7 +281,9 @@ def routing_mask(
     the min-max is taken within each subject, as the official per-subject loop does.
     """
     if energy.shape != s_edge.shape or energy.dim() != 1:
-        raise ValueError(f"energy and s_edge must be 1-D of one length, got {energy.shape}, {s_edge.shape}")
+        raise ValueError(
+            f"energy and s_edge must be 1-D of one length, got {energy.shape}, {s_edge.shape}"
+        )
     if energy.numel() == 0:
         raise ValueError("routing_mask got zero edges: the SC graph has no edge left")
     if batch is not None and batch.shape != energy.shape:

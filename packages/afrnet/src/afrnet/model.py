@@ -67,7 +67,10 @@ class PredictionHead(nn.Module):
         super().__init__()
         self.graph_repr_dropout = nn.Dropout(dropout * 0.5)
         self.mlp = nn.Sequential(
-            nn.Linear(d_model, hidden_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden_dim, outputs)
+            nn.Linear(d_model, hidden_dim),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_dim, outputs),
         )
 
     def forward(self, z: torch.Tensor, node_mask: torch.Tensor | None) -> torch.Tensor:
@@ -96,12 +99,16 @@ def _check_batch(
     if (sc < 0).any():
         raise ValueError("sc must be non-negative")
     if (sc - sc.transpose(-1, -2)).abs().max() > 1e-6 * max(float(sc.abs().max()), 1.0):
-        raise ValueError("sc must be symmetric; preprocess_sc(..., symmetrize=True) averages S and S^T")
+        raise ValueError(
+            "sc must be symmetric; preprocess_sc(..., symmetrize=True) averages S and S^T"
+        )
     if fc.abs().max() > 1 + 1e-6:
         raise ValueError(f"fc must lie in [-1, 1], got max |F| = {float(fc.abs().max()):.4g}")
     if node_mask is not None:
         if node_mask.shape != sc.shape[:2] or node_mask.dtype != torch.bool:
-            raise ValueError(f"node_mask must be a bool [B, N] tensor, got {node_mask.dtype} {tuple(node_mask.shape)}")
+            raise ValueError(
+                f"node_mask must be a bool [B, N] tensor, got {node_mask.dtype} {tuple(node_mask.shape)}"
+            )
         sizes = node_mask.sum(1)
         prefix = torch.arange(num_nodes, device=sc.device)[None] < sizes[:, None]
         if not torch.equal(prefix, node_mask):
@@ -233,7 +240,9 @@ class AFRNet(nn.Module):
         elif features.spd.dim() == 2:
             features = GraphFeatures.stack([features])
         if features.spd.shape != sc.shape:
-            raise ValueError(f"features are for shape {tuple(features.spd.shape)}, sc is {tuple(sc.shape)}")
+            raise ValueError(
+                f"features are for shape {tuple(features.spd.shape)}, sc is {tuple(sc.shape)}"
+            )
         h = self.node_encoder(fc, features, node_mask)
         flat = self._edges(sc)
         bi, u, v = flat
@@ -264,7 +273,9 @@ class AFRNet(nn.Module):
             edges=flat[1:],
         )
 
-    def attention_bias(self, sc: torch.Tensor, flat: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def attention_bias(
+        self, sc: torch.Tensor, flat: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
         """``log(m_e + 1e-9)`` on the edges (mirrored), 0 on the diagonal, -inf elsewhere, per head."""
         b, n = sc.shape[0], sc.shape[-1]
         bias = torch.full((b, n, n), float("-inf"), dtype=mask.dtype, device=sc.device)
@@ -276,7 +287,12 @@ class AFRNet(nn.Module):
 
     @torch.no_grad()
     def routing(
-        self, sc: torch.Tensor, fc: torch.Tensor, *, budget_lambda: float | None = None, **kwargs: Any
+        self,
+        sc: torch.Tensor,
+        fc: torch.Tensor,
+        *,
+        budget_lambda: float | None = None,
+        **kwargs: Any,
     ) -> AFROutput:
         """Inference in eval mode without gradients; ``budget_lambda`` replaces λ_c."""
         was_training = self.training
@@ -286,18 +302,28 @@ class AFRNet(nn.Module):
         finally:
             self.train(was_training)
 
-    def mean_mask(self, sc: torch.Tensor, fc: torch.Tensor, *, batch_size: int = 64, **kwargs: Any) -> torch.Tensor:
+    def mean_mask(
+        self, sc: torch.Tensor, fc: torch.Tensor, *, batch_size: int = 64, **kwargs: Any
+    ) -> torch.Tensor:
         """The routing mask averaged over subjects, as a dense symmetric ``[N, N]`` matrix."""
         total = sc.new_zeros(self.num_nodes, self.num_nodes, dtype=torch.float32)
         single = sc.dim() == 2
         sc, fc = (sc[None], fc[None]) if single else (sc, fc)
         for start in range(0, sc.shape[0], batch_size):
-            out = self.routing(sc[start : start + batch_size], fc[start : start + batch_size], **kwargs)
+            out = self.routing(
+                sc[start : start + batch_size], fc[start : start + batch_size], **kwargs
+            )
             total += out.dense(torch.cat(out.mask).float(), self.num_nodes).sum(0)
         return total / sc.shape[0]
 
     def critical_pathways(
-        self, sc: torch.Tensor, fc: torch.Tensor, top_k: int = 50, *, as_graph: bool = False, **kwargs: Any
+        self,
+        sc: torch.Tensor,
+        fc: torch.Tensor,
+        top_k: int = 50,
+        *,
+        as_graph: bool = False,
+        **kwargs: Any,
     ) -> Any:
         """The ``top_k`` edges by mean routing mask over the given subjects, as ``(u, v, m)``
         tuples (strongest first), or as a ``networkx.Graph`` with a ``mask`` edge attribute."""

@@ -18,7 +18,9 @@ FC_RANGE_TOL = 1e-6
 def _square_stack(x: ArrayLike, name: str) -> NDArray[np.float64]:
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim not in (2, 3) or arr.shape[-1] != arr.shape[-2]:
-        raise ValueError(f"{name} must be a square [N, N] or [B, N, N] matrix, got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must be a square [N, N] or [B, N, N] matrix, got shape {arr.shape}"
+        )
     if arr.shape[-1] < 2:
         raise ValueError(f"{name} needs at least 2 regions, got N = {arr.shape[-1]}")
     return arr
@@ -53,7 +55,9 @@ def check_sc(sc: ArrayLike, *, symmetrize: bool = False, name: str = "sc") -> ND
     return arr
 
 
-def check_fc(fc: ArrayLike, *, num_nodes: int | None = None, name: str = "fc") -> NDArray[np.float64]:
+def check_fc(
+    fc: ArrayLike, *, num_nodes: int | None = None, name: str = "fc"
+) -> NDArray[np.float64]:
     """``fc`` as float64, after checking it is finite, square, in [-1, 1] and of ``num_nodes``."""
     arr = _square_stack(fc, name)
     if np.isnan(arr).any():
@@ -194,7 +198,9 @@ def _fc_one(ts: NDArray[np.float64], kind: str) -> NDArray[np.float64]:
     std = np.sqrt(np.diag(cov))
     if np.any(std <= 1e-12 * max(float(std.max()), 1e-300)):
         flat = np.flatnonzero(std <= 1e-12 * max(float(std.max()), 1e-300)).tolist()
-        raise ValueError(f"regions {flat} have constant time series: their correlation is undefined")
+        raise ValueError(
+            f"regions {flat} have constant time series: their correlation is undefined"
+        )
     if kind == "correlation":
         corr = cov / np.outer(std, std)
     elif kind == "partial correlation":

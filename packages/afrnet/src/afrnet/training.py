@@ -37,7 +37,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError(f"epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
+            raise ValueError(
+                f"epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}"
+            )
         if self.lr <= 0 or self.weight_decay < 0 or self.clip_norm <= 0:
             raise ValueError(f"need lr > 0, weight_decay >= 0, clip_norm > 0; got {self}")
 
@@ -91,14 +93,18 @@ def train_step(
     logits = logits_of(model, batch)
     loss = loss_of(model, logits, batch["y"].to(logits.device))
     if not torch.isfinite(loss):
-        raise FloatingPointError(f"the training loss is {float(loss)}; lower lr or check the inputs")
+        raise FloatingPointError(
+            f"the training loss is {float(loss)}; lower lr or check the inputs"
+        )
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), max_norm=clip_norm)
     optimizer.step()
     return float(loss.detach())
 
 
-def batches(indices: Sequence[int], size: int, generator: torch.Generator | None) -> Iterator[list[int]]:
+def batches(
+    indices: Sequence[int], size: int, generator: torch.Generator | None
+) -> Iterator[list[int]]:
     order = list(indices)
     if generator is not None:
         order = [order[i] for i in torch.randperm(len(order), generator=generator).tolist()]
@@ -107,7 +113,9 @@ def batches(indices: Sequence[int], size: int, generator: torch.Generator | None
 
 
 @torch.no_grad()
-def predict_scores(model: nn.Module, data: ConnectomeDataset, batch_size: int = 64) -> NDArray[np.float64]:
+def predict_scores(
+    model: nn.Module, data: ConnectomeDataset, batch_size: int = 64
+) -> NDArray[np.float64]:
     """Class probabilities ``[B, C]`` (classification) or predictions ``[B]`` (regression), eval mode."""
     was_training = model.training
     model.eval()
@@ -125,7 +133,13 @@ def predict_scores(model: nn.Module, data: ConnectomeDataset, batch_size: int = 
 
 def classification_metrics(y: NDArray[np.int64], proba: NDArray[np.float64]) -> dict[str, float]:
     """Accuracy, precision, recall, F1 (binary for two classes, macro otherwise) and ROC AUC."""
-    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
+    from sklearn.metrics import (
+        accuracy_score,
+        f1_score,
+        precision_score,
+        recall_score,
+        roc_auc_score,
+    )
 
     labels = check_labels(y, proba.shape[1], name="y_true")
     pred = proba.argmax(1)
@@ -167,18 +181,21 @@ def fit(
     model: nn.Module,
     train: ConnectomeDataset,
     val: ConnectomeDataset | None = None,
-    config: TrainConfig = TrainConfig(),
+    config: TrainConfig | None = None,
     *,
     on_epoch: Callable[[int, dict[str, float]], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` with the official protocol; keep the weights of the best validation AUC
     (lowest validation MSE for regression; the last epoch without ``val``), loaded on return."""
+    config = config or TrainConfig()
     if train.y is None:
         raise ValueError("fit needs a training set with labels")
     if task_of(model) == "classification":
         check_labels(train.y.numpy(), getattr(model, "num_classes", None), name="train labels")
         if val is not None and val.y is not None:
-            check_labels(val.y.numpy(), getattr(model, "num_classes", None), name="validation labels")
+            check_labels(
+                val.y.numpy(), getattr(model, "num_classes", None), name="validation labels"
+            )
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     optimizer, scheduler = make_optimizer(model, config)
@@ -235,8 +252,12 @@ def protocol_split(
         classes, counts = np.unique(labels, return_counts=True)
         keep = [rng.choice(index[labels == c], size=counts.min(), replace=False) for c in classes]
         index = np.sort(np.concatenate(keep))
-    rest, test = train_test_split(index, test_size=test_size, stratify=labels[index], random_state=seed % 2**32)
-    train, val = train_test_split(rest, test_size=val_size, stratify=labels[rest], random_state=seed % 2**32)
+    rest, test = train_test_split(
+        index, test_size=test_size, stratify=labels[index], random_state=seed % 2**32
+    )
+    train, val = train_test_split(
+        rest, test_size=val_size, stratify=labels[rest], random_state=seed % 2**32
+    )
     for name, part in (("train", train), ("validation", val), ("test", test)):
         check_labels(labels[part], name=f"{name} labels")
     return Split(np.sort(train), np.sort(val), np.sort(test))
@@ -258,10 +279,11 @@ def run_seeds(
     data: ConnectomeDataset,
     split: Split,
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
-    config: TrainConfig = TrainConfig(),
+    config: TrainConfig | None = None,
 ) -> dict[str, Any]:
     """Train one model per init seed on the fixed split; test metrics per seed and mean ± std
     (ddof = 1), as ``run.py``. ``make_model(seed)`` builds a fresh model."""
+    config = config or TrainConfig()
     train, val, test = subset(data, split.train), subset(data, split.val), subset(data, split.test)
     per_seed = []
     models = []
@@ -273,7 +295,10 @@ def run_seeds(
         models.append(model)
     keys = per_seed[0].keys()
     summary = {
-        k: (float(np.mean([m[k] for m in per_seed])), float(np.std([m[k] for m in per_seed], ddof=1)) if len(per_seed) > 1 else 0.0)
+        k: (
+            float(np.mean([m[k] for m in per_seed])),
+            float(np.std([m[k] for m in per_seed], ddof=1)) if len(per_seed) > 1 else 0.0,
+        )
         for k in keys
     }
     return {"per_seed": per_seed, "mean_std": summary, "models": models}
