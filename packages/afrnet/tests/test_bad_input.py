@@ -122,6 +122,8 @@ def test_labels_outside_range_or_single_class():
     with pytest.raises(ValueError, match="integer"):
         check_labels(np.array([0.5, 1.0]))
     with pytest.raises(ValueError, match="single class"):
+        protocol_split(np.zeros(10, dtype=int))
+    with pytest.raises(ValueError, match="class 0 has 1 subjects after balancing"):
         protocol_split(np.array([0] * 10 + [1]), balance=True)
 
 
@@ -138,8 +140,8 @@ def test_signed_fc_into_a_normalised_gcn_gives_nan_and_ours_does_not(pair):
     sc, fc = pair
     x = fc.float()
     idx = torch.stack(torch.where(fc != 0))
-    weight = fc[idx[0], idx[1]].float()
-    normalised = tg.GCNConv(N, 4, normalize=True)(x, idx, weight)
+    weight = -fc[idx[0], idx[1]].abs().float()  # anticorrelated regions: negative degrees
+    normalised = tg.GCNConv(N, 4, normalize=True, add_self_loops=False)(x, idx, weight)
     assert torch.isnan(normalised).any()  # torch-geometric issue #795
     model = DualStreamGNN(N, "gcn")
     assert torch.isfinite(model(sc.float()[None], fc.float()[None])).all()

@@ -37,4 +37,5 @@ def test_one_ddp_step_equals_a_single_process_step_on_the_global_batch():
     assert sorted(r["rank"] for r in results) == [0, 1]
     for r in results:
         assert r["world"] == 2
+        assert r["grad_rel_gap"] < 1e-5
         assert r["max_param_gap"] < 1e-6

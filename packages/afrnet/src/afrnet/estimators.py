@@ -150,4 +150,5 @@ class AFRNetClassifier(ClassifierMixin, BaseEstimator):
         return predict_scores(self.model_, data, self.batch_size)
 
     def predict(self, X: Any) -> NDArray[Any]:
+        check_is_fitted(self, "model_")
         return np.asarray(self.classes_[self.predict_proba(X).argmax(1)])

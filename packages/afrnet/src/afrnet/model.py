@@ -200,7 +200,7 @@ class AFRNet(nn.Module):
         bi, u, v = torch.where((sc > 0) & upper)
         counts = torch.bincount(bi, minlength=sc.shape[0])
         if (counts == 0).any():
-            empty = torch.flatnonzero(counts == 0).tolist()
+            empty = torch.nonzero(counts == 0).flatten().tolist()
             raise ValueError(
                 f"subjects {empty} have no SC edge (after thresholding?): AFR-Net routes over edges"
             )

@@ -252,6 +252,13 @@ def protocol_split(
         classes, counts = np.unique(labels, return_counts=True)
         keep = [rng.choice(index[labels == c], size=counts.min(), replace=False) for c in classes]
         index = np.sort(np.concatenate(keep))
+    classes, counts = np.unique(labels[index], return_counts=True)
+    if counts.min() < 3:
+        c = int(classes[counts.argmin()])
+        raise ValueError(
+            f"class {c} has {int(counts.min())} subjects after balancing; a stratified "
+            "train/validation/test split needs at least 3 per class"
+        )
     rest, test = train_test_split(
         index, test_size=test_size, stratify=labels[index], random_state=seed % 2**32
     )
