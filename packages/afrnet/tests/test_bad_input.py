@@ -145,3 +145,14 @@ def test_signed_fc_into_a_normalised_gcn_gives_nan_and_ours_does_not(pair):
     assert torch.isnan(normalised).any()  # torch-geometric issue #795
     model = DualStreamGNN(N, "gcn")
     assert torch.isfinite(model(sc.float()[None], fc.float()[None])).all()
+
+
+def test_half_precision_energy_is_refused_and_the_model_upcasts(pair):
+    sc, fc = pair
+    g = torch.ones(edges(sc).shape[1], dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"float32 or float64.*bfloat16"):
+        flow_energy(sc.bfloat16(), fc.bfloat16(), g)
+    torch.manual_seed(0)
+    model = AFRNet(N, d_model=16, nhead=2, dim_feedforward=32).bfloat16().eval()
+    out = model(sc.bfloat16(), fc.bfloat16())
+    assert out.energy[0].dtype == torch.float32 and torch.isfinite(out.logits.float()).all()

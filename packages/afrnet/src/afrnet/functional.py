@@ -177,6 +177,11 @@ def flow_energy(
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if conductance.dtype not in (torch.float32, torch.float64):
+        raise ValueError(
+            f"flow_energy needs float32 or float64 conductances, got {conductance.dtype} "
+            "(Laplacian inverses are not reliable in half precision; AFRNet upcasts for you)"
+        )
     if sc.shape[-1] != sc.shape[-2] or fc.shape != sc.shape:
         raise ValueError(
             f"sc and fc must be square and of one shape, got {sc.shape} and {fc.shape}"

@@ -212,6 +212,8 @@ class AFRNet(nn.Module):
     ) -> torch.Tensor:  # fmt: skip
         """The flow energy of each flat edge given its conductance (one batched solve)."""
         bi, u, v = flat
+        if g.dtype not in (torch.float32, torch.float64):
+            g = g.float()  # a half-precision model still inverts its Laplacians in float32
         weights = sc.new_zeros(sc.shape, dtype=g.dtype).index_put((bi, u, v), g)
         weights = weights + weights.transpose(-1, -2)
         energy = _dense_energy(
@@ -252,12 +254,17 @@ class AFRNet(nn.Module):
         if self.use_routing:
             energy = self.edge_energy(sc, fc, flat, g, node_mask)
             mask = routing_mask(
-                energy, s_e, batch=bi, tau=self.tau, lambda_cost=lam, threshold=self.threshold
-            )
+                energy,
+                s_e.to(energy.dtype),
+                batch=bi,
+                tau=self.tau,
+                lambda_cost=lam,
+                threshold=self.threshold,
+            ).to(h.dtype)
         else:
             with torch.no_grad():
                 energy = self.edge_energy(sc, fc, flat, g.detach(), node_mask)
-            mask = torch.ones_like(energy)
+            mask = torch.ones_like(energy, dtype=h.dtype)
         z = self.graph_transformer(h, mask=self.attention_bias(sc, flat, mask))
         logits = self.prediction_head(self.graph_norm(z), node_mask)
         if self.task == "regression":
