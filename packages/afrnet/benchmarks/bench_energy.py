@@ -116,13 +116,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    out = {
-        "energy": [
-            energy_case(n, b, args.repeats) for n, b in zip(args.sizes, args.batches, strict=True)
-        ]
-    }
-    out["training"] = training_case(args.repeats)
-    print(json.dumps(out, indent=1))
+    # one JSON line per case as it finishes: the large official solves take minutes on a busy CPU
+    for n, b in zip(args.sizes, args.batches, strict=True):
+        print(json.dumps({"energy": energy_case(n, b, args.repeats)}), flush=True)
+    for row in training_case(args.repeats):
+        print(json.dumps({"training": row}), flush=True)
 
 
 if __name__ == "__main__":
