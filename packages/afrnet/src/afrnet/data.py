@@ -8,7 +8,7 @@ import importlib.util
 import pickle
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -63,10 +63,12 @@ class ConnectomeDataset(torch.utils.data.Dataset[dict[str, Any]]):
         max_path_len: int = 5,
         symmetrize: bool = False,
     ) -> None:
-        scs = [check_sc(s, symmetrize=symmetrize, name=f"sc[{i}]") for i, s in enumerate(sc)]
+        # a [B, N, N] array iterates as its B matrices, as a sequence of them does
+        sc_items, fc_items = cast("Sequence[ArrayLike]", sc), cast("Sequence[ArrayLike]", fc)
+        scs = [check_sc(s, symmetrize=symmetrize, name=f"sc[{i}]") for i, s in enumerate(sc_items)]
         fcs = [
             check_fc(f, num_nodes=s.shape[0], name=f"fc[{i}]")
-            for i, (s, f) in enumerate(zip(scs, fc, strict=True))
+            for i, (s, f) in enumerate(zip(scs, fc_items, strict=True))
         ]
         if any(s.ndim != 2 for s in scs):
             raise ValueError("sc must be a sequence of [N, N] matrices (or a [B, N, N] array)")

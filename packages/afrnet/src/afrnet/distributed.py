@@ -50,7 +50,9 @@ def shard_batches(
         raise ValueError(
             f"the global batch_size {batch_size} must be a multiple of the world size {world}"
         )
-    sampler = DistributedSampler(data, shuffle=True, seed=seed, drop_last=False)
+    sampler: DistributedSampler[int] = DistributedSampler(
+        data, shuffle=True, seed=seed, drop_last=False
+    )
     sampler.set_epoch(epoch)
     local = list(sampler)
     per_rank = batch_size // world

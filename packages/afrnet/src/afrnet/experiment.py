@@ -58,7 +58,7 @@ def group_mask_difference(model: AFRNet, data: ConnectomeDataset) -> NDArray[np.
     means = []
     for label in (1, 0):
         idx = np.flatnonzero(y == label)
-        batch = data.batch(idx)
+        batch = data.batch(idx.tolist())
         means.append(
             model.mean_mask(batch["sc"], batch["fc"], features=batch["features"]).double().numpy()
         )

