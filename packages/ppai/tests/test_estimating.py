@@ -47,8 +47,41 @@ def test_lambda_zero_is_the_labeled_only_ipw_estimator(make_bandit):
     T = len(d["Y"])
     flat = dict(d, propensity=np.full(T, 0.5))
     assert _fit("mean", flat, lam=0.0).theta_[0] == pytest.approx(d["Y"][played].mean(), rel=1e-12)
+    # Without a pool the Jacobian is the labeled one, the Hájek normaliser ρ̄: ipw_ci's interval.
     lo, hi = ppai.ipw_ci("mean", None, d["Y"], d["A"], d["propensity"], arm=1)
-    np.testing.assert_allclose([lo, hi], fit.conf_int()[0], rtol=1e-12)
+    resid = rho * (d["Y"] - fit.theta_[0])
+    se_hajek = np.std(resid, ddof=1) / np.sqrt(T) / rho.mean()
+    np.testing.assert_allclose(
+        [lo, hi], fit.theta_[0] + 1.959963984540054 * se_hajek * np.r_[-1, 1]
+    )
+    # With a pool, every λ (0 included) uses one Jacobian over all T + N contexts, so the standard
+    # error is continuous in λ.
+    N = len(d["pred_unlabeled"])
+    H = (T * rho.mean() + N) / (T + N)
+    assert fit.se_[0] == pytest.approx(np.std(resid, ddof=1) / np.sqrt(T) / H, rel=1e-12)
+    for tiny in (1e-12, 1e-9):
+        assert _fit("mean", d, lam=tiny).se_[0] == pytest.approx(fit.se_[0], rel=1e-6)
+
+
+def test_ols_default_form_is_two_regressions(make_bandit):
+    """ppi_py's form: the IPW-weighted rectifier regression plus λ times the pool's regression."""
+    d = make_bandit(1)
+    X, X_u = (
+        np.c_[np.ones(len(d["Y"])), d["X"]],
+        np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"]],
+    )
+    d = dict(d, X=X, X_unlabeled=X_u)
+    rho = (d["A"] == 1) / d["propensity"][:, 1]
+    lam = 0.6
+    f = d["pred_labeled"][:, 1]
+    wls = lambda Z, y, w: np.linalg.solve((Z.T * w) @ Z, Z.T @ (w * y))  # noqa: E731
+    expected = (
+        wls(X, d["Y"] - lam * f, rho)
+        + lam * np.linalg.lstsq(X_u, d["pred_unlabeled"][:, 1], rcond=None)[0]
+    )
+    np.testing.assert_allclose(_fit("ols", d, lam=lam).theta_, expected, rtol=1e-10)
+    joint = _fit(ppai.OLSProblem(form="joint"), d, lam=lam).theta_
+    assert np.max(np.abs(joint - expected)) > 1e-6  # a different (consistent) estimator
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.3, 1.0, "auto"])
@@ -56,9 +89,10 @@ def test_closed_forms_equal_newton(make_bandit, lam):
     d = make_bandit(1)
     X1 = np.c_[np.ones(len(d["Y"])), d["X"]]
     d = dict(d, X=X1, X_unlabeled=np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"]])
-    for name in ("mean", "ols"):
-        closed = _fit(name, d, lam=lam)
-        newton = _fit(NewtonOnly(ppai.problems.resolve_problem(name)), d, lam=lam)
+    joint = ppai.OLSProblem(form="joint")
+    for problem in (ppai.MeanProblem(), joint):
+        closed = _fit(problem, d, lam=lam)
+        newton = _fit(NewtonOnly(problem), d, lam=lam)
         np.testing.assert_allclose(newton.theta_, closed.theta_, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(newton.cov_, closed.cov_, rtol=1e-8)
 
@@ -143,10 +177,16 @@ def test_tuned_variance_never_exceeds_labeled_only(seed, D, T, N, coord):
     else:
         coord = None if coord is None or coord >= D else coord
         pick = (lambda C: np.trace(C)) if coord is None else (lambda C: C[coord, coord])
-    lam = ppai.tune_lambda(stats, coord=coord)
     var = lambda L: ppai.covariance(stats, L)  # noqa: E731
+    # ppi_py's plug-in (ddof=0 cross term) lies between 0 and the minimiser: never worse than 0.
+    lam = ppai.tune_lambda(stats, coord=coord)
     assert pick(var(lam)) <= pick(var(np.zeros(D))) * (1 + 1e-12) + 1e-15
-    # λ̂ is the minimiser over [0, 1]: no grid point does better.
+    # Element mode: no coordinate's variance above its λ = 0 value (issue 26 §1).
+    element = ppai.tune_lambda(stats, mode="element")
+    assert np.all(np.diag(var(element)) <= np.diag(var(np.zeros(D))) * (1 + 1e-12) + 1e-15)
+    # The separate plug-in's λ̂ is the minimiser over [0, 1]: no grid point does better.
+    lam = ppai.tune_lambda(stats, coord=coord, plugin="separate")
+    assert pick(var(lam)) <= pick(var(np.zeros(D))) * (1 + 1e-12) + 1e-15
     grid = [pick(var(np.full(D, g))) for g in np.linspace(0, 1, 101)]
     assert pick(var(lam)) <= min(grid) * (1 + 1e-12) + 1e-15
 

@@ -146,9 +146,12 @@ def solve(problem: ZProblem, block: Block, lam: Array, theta0: Array | None = No
 class ScoreStats:
     """Plug-in statistics at a fixed θ, stacked over targets (dimension D = Σ d_b).
 
-    ``C_aa``, ``C_ab``, ``C_bb``: centred covariances of the weighted labeled scores
+    ``C_aa``, ``C_ab``, ``C_bb``: centred covariances (``ddof=1``) of the weighted labeled scores
     ``a_t = w_t ψ^Y_t`` and ``b_t = w_t ψ^f_t``; ``V_U``: covariance of ``s ψ̃_j`` on the pool;
-    ``H``: the population Jacobian; ``T``, ``N``: sample sizes.
+    ``H``: the population Jacobian (one estimate whatever λ, see :func:`score_stats`); ``T``, ``N``:
+    sample sizes. ``V_pooled``: the covariance of the labeled and unlabeled prediction scores taken
+    as one sample (``ppi_py``'s estimate), or ``None`` when the two samples do not share a law
+    (non-unit weights: any adaptivity).
     """
 
     C_aa: Array
@@ -158,6 +161,7 @@ class ScoreStats:
     H: Array
     T: int
     N: int
+    V_pooled: Array | None = None
 
     @property
     def H_inv(self) -> Array:
@@ -165,73 +169,126 @@ class ScoreStats:
         return np.asarray(np.linalg.inv(self.H), dtype=float)
 
 
-def _cov(u: Array, v: Array) -> Array:
-    n = u.shape[0]
-    return (u - u.mean(0)).T @ (v - v.mean(0)) / (n - 1)
+def _moments(u: Array) -> tuple[Array, Array]:
+    """Sum and Gram ``(Σ u_i, uᵀu)`` of the rows, in one pass of BLAS (no centred copy)."""
+    return u.sum(0), u.T @ u
 
 
-def _block_stats(problem: ZProblem, block: Block, theta: Array, pooled_jacobian: bool):
+def _cross_cov(n: int, su: Array, sv: Array, uv: Array) -> Array:
+    """``ddof=1`` covariance from sums and the cross-product: ``(uᵀv − n ū v̄ᵀ) / (n − 1)``."""
+    return (uv - np.outer(su, sv) / n) / (n - 1)
+
+
+def _exchangeable(block: Block) -> bool:
+    """Whether labeled and pool prediction scores share a law: unit weights, one pool arm, ν ≡ 1."""
+    return (
+        len(block.f_u) == 1
+        and not block.f_lc
+        and not block.centre
+        and block.s == 1.0
+        and bool(np.all(block.w == 1.0))
+        and bool(np.all(block.nu_u[0] == 1.0))
+    )
+
+
+def _block_stats(
+    problem: ZProblem, block: Block, theta: Array, with_pool: bool
+) -> tuple[Array, Array, Array | None, Array]:
+    """Labeled scores ``a``, ``b``, pool scores ``u`` (``None`` when not needed) and H."""
     X, w = block.X, block.w
     a = w[:, None] * problem.psi(theta, X, block.Y)
     psi_f = problem.psi(theta, X, block.f)
-    d = a.shape[1]
-    if block.n_unlabeled:
-        psi_u = np.zeros((block.n_unlabeled, d))
-        for f, nu in zip(block.f_u, block.nu_u, strict=True):
-            psi_u += nu[:, None] * problem.psi(theta, block.X_u, f)
-        psi_u_mean = psi_u.mean(0)
-        u = block.s * psi_u
-    else:
-        psi_u_mean = np.zeros(d)
-        u = np.zeros((0, d))
+    u: Array | None = None
+    if block.n_unlabeled and (with_pool or block.centre):
+        u = block.s * problem.psi(theta, block.X_u, block.f_u[0])
+        if not np.all(block.nu_u[0] == 1.0):
+            u *= block.nu_u[0][:, None]
+        for f, nu in zip(block.f_u[1:], block.nu_u[1:], strict=True):
+            u += block.s * nu[:, None] * problem.psi(theta, block.X_u, f)
     # Square-root stabilised weights: the rectifier's influence is w_t (ψ^f_t − ψ̃̄), see weighting.py.
-    b = w[:, None] * (psi_f - psi_u_mean if block.centre else psi_f)
+    if block.centre and u is not None:
+        psi_f = psi_f - u.mean(0) / block.s
+    b = w[:, None] * psi_f
     if block.f_lc:
         # Labeled contexts in the pool: round t also contributes s_lc Σ_a ν ψ(θ; X_t, f(X_t, a)).
         for f, nu in zip(block.f_lc, block.nu_lc, strict=True):
             b -= block.s_lc * nu[:, None] * problem.psi(theta, X, f)
+    return a, b, u, block_jacobian(problem, block, theta)
+
+
+def block_jacobian(problem: ZProblem, block: Block, theta: Array) -> Array:
+    """The one estimate of the population Jacobian H that every λ uses (so the SE is continuous).
+
+    When ∂ψ does not involve y (mean, OLS, logistic) it is averaged over all T + N contexts, as
+    PPI++ does: ``(T H_L + N H_U) / (T + N)`` (with ``include_labeled_contexts`` the pool already
+    spans every context). Otherwise, or without a pool, it is the labeled ``H_L``.
+    """
+    X, w = block.X, block.w
     H_L = problem.jacobian(theta, X, block.Y, w)
-    outcome_free = not getattr(problem, "jacobian_uses_y", True)
-    if pooled_jacobian and block.n_unlabeled and outcome_free:
-        # ∂ψ does not involve y: estimate the population Jacobian on all T + N contexts (as PPI++).
-        H_U = sum(
-            problem.jacobian(theta, block.X_u, f, block.s * nu)
-            for f, nu in zip(block.f_u, block.nu_u, strict=True)
-        )
-        if block.f_lc:
-            # The pool already spans every context, weighted s = N/(N+T) and s_lc = T/(N+T).
-            H = H_U + sum(
+    if not block.n_unlabeled or getattr(problem, "jacobian_uses_y", True):
+        return np.asarray(H_L, dtype=float)
+    H_U = sum(
+        problem.jacobian(theta, block.X_u, f, block.s * nu)
+        for f, nu in zip(block.f_u, block.nu_u, strict=True)
+    )
+    if block.f_lc:
+        # The pool already spans every context, weighted s = N/(N+T) and s_lc = T/(N+T).
+        return np.asarray(
+            H_U
+            + sum(
                 problem.jacobian(theta, X, f, block.s_lc * nu)
                 for f, nu in zip(block.f_lc, block.nu_lc, strict=True)
-            )
-        else:
-            T, N = block.n_labeled, block.n_unlabeled
-            H = (T * H_L + N * H_U) / (T + N)
-    else:
-        H = H_L
-    return a, b, u, H
+            ),
+            dtype=float,
+        )
+    T, N = block.n_labeled, block.n_unlabeled
+    return np.asarray((T * H_L + N * H_U) / (T + N), dtype=float)
 
 
 def score_stats(
-    problem: ZProblem, blocks: list[Block], thetas: list[Array], pooled_jacobian: bool
+    problem: ZProblem, blocks: list[Block], thetas: list[Array], with_pool: bool = True
 ) -> ScoreStats:
-    """Plug-in statistics for stacked targets at ``thetas`` (one per block)."""
-    parts = [
-        _block_stats(problem, b, t, pooled_jacobian) for b, t in zip(blocks, thetas, strict=True)
-    ]
-    a = np.hstack([p[0] for p in parts])
-    b = np.hstack([p[1] for p in parts])
-    u = np.hstack([p[2] for p in parts])
-    D = a.shape[1]
-    H = np.zeros((D, D))
+    """Plug-in statistics for stacked targets at ``thetas`` (one per block).
+
+    One pass over the pool per block (its scores, their sum and Gram). ``with_pool=False`` skips the
+    pool scores (``V_U`` is then zero), for λ = 0, whose variance does not involve them; H is the
+    same either way.
+    """
+    parts = [_block_stats(problem, b, t, with_pool) for b, t in zip(blocks, thetas, strict=True)]
+    if len(parts) == 1:
+        a, b, u_, H = parts[0]
+    else:
+        a = np.hstack([p[0] for p in parts])
+        b = np.hstack([p[1] for p in parts])
+        us = [p[2] for p in parts]
+        u_ = None if any(x is None for x in us) else np.hstack(us)  # type: ignore[misc]
+        H = _block_diag([p[3] for p in parts])
+    T, D = a.shape
+    sa, aa = _moments(a)
+    sb, bb = _moments(b)
+    C_aa = _cross_cov(T, sa, sa, aa)
+    C_bb = _cross_cov(T, sb, sb, bb)
+    C_ab = _cross_cov(T, sa, sb, a.T @ b)
+    N = blocks[0].n_unlabeled
+    V_U = np.zeros((D, D))
+    V_pooled = None
+    if u_ is not None and N > 1:
+        su, uu = _moments(u_)
+        V_U = _cross_cov(N, su, su, uu)
+        if all(_exchangeable(blk) for blk in blocks):
+            V_pooled = _cross_cov(T + N, sb + su, sb + su, bb + uu)
+    return ScoreStats(C_aa, C_ab, C_bb, V_U, H, T, N, V_pooled)
+
+
+def _block_diag(mats: list[Array]) -> Array:
+    D = sum(m.shape[0] for m in mats)
+    out = np.zeros((D, D))
     i = 0
-    for p in parts:
-        d = p[3].shape[0]
-        H[i : i + d, i : i + d] = p[3]
+    for m in mats:
+        d = m.shape[0]
+        out[i : i + d, i : i + d] = m
         i += d
-    T, N = a.shape[0], u.shape[0]
-    V_U = _cov(u, u) if N > 1 else np.zeros((D, D))
-    return ScoreStats(_cov(a, a), _cov(a, b), _cov(b, b), V_U, H, T, N)
+    return out
 
 
 def covariance(stats: ScoreStats, lam: Array) -> Array:
@@ -245,23 +302,48 @@ def covariance(stats: ScoreStats, lam: Array) -> Array:
     return (cov + cov.T) / 2
 
 
+LAM_PLUGINS: tuple[str, ...] = ("ppi", "separate")
+
+
+def _tuning_matrices(stats: ScoreStats, plugin: str) -> tuple[Array, Array]:
+    """Numerator and denominator matrices of λ̂ (before the trace or contrast)."""
+    H_inv = stats.H_inv
+    T, N = stats.T, max(stats.N, 1)
+    if plugin == "ppi":
+        # ppi_py._calc_lam_glm: cross term with ddof=0; prediction scores of the two samples pooled
+        # into one variance when they share a law (then (1 + T/N) V_pooled), else kept separate.
+        C_ab = stats.C_ab * (T - 1) / T
+        pred = (
+            (1 + T / N) * stats.V_pooled
+            if stats.V_pooled is not None
+            else stats.C_bb + (T / N) * stats.V_U
+        )
+    elif plugin == "separate":
+        C_ab, pred = stats.C_ab, stats.C_bb + (T / N) * stats.V_U
+    else:
+        raise ValueError(f"lam_plugin must be one of {LAM_PLUGINS}, got {plugin!r}")
+    return H_inv @ (C_ab + C_ab.T) @ H_inv.T, 2 * H_inv @ pred @ H_inv.T
+
+
 def tune_lambda(
     stats: ScoreStats,
     mode: str = "overall",
     coord: int | Sequence[float] | Array | None = None,
     clip: bool = True,
+    plugin: str = "ppi",
 ) -> Array:
-    """The plug-in power-tuning λ̂ (spec §2.3), the exact minimiser of the plug-in variance.
+    """The plug-in power-tuning λ̂ (spec §2.3), the minimiser of the plug-in variance.
 
     ``mode="overall"``: one λ minimising tr Cov(θ̂), or Var(θ̂_coord) when ``coord`` is an index, or
     Var(cᵀθ̂) when ``coord`` is a weight vector ``c`` of length D (a contrast such as an effect);
-    ``mode="element"``: one λ per coordinate from the diagonals, as ``ppi_py``'s ``lam_optim_mode``.
-    With ``clip`` λ̂ is clipped to [0, 1] (the minimiser over [0, 1], by convexity). Returns a vector of
-    length D (constant for ``"overall"``).
+    ``mode="element"``: one λ per coordinate from the diagonals, as ``ppi_py``'s ``lam_optim_mode``;
+    a coordinate whose plug-in variance the vector would raise above its λ = 0 value (the
+    coordinates interact through H⁻¹) gets λ = 0 instead, until none does.
+    ``plugin="ppi"`` (default) is ``ppi_py._calc_lam_glm``'s estimate, to which it reduces exactly
+    without adaptivity; ``"separate"`` keeps ``ddof=1`` and the two samples' variances apart.
+    With ``clip`` λ̂ is clipped to [0, 1]. Returns a vector of length D (constant for ``"overall"``).
     """
-    H_inv = stats.H_inv
-    num_m = H_inv @ (stats.C_ab + stats.C_ab.T) @ H_inv.T
-    den_m = 2 * H_inv @ (stats.C_bb + (stats.T / max(stats.N, 1)) * stats.V_U) @ H_inv.T
+    num_m, den_m = _tuning_matrices(stats, plugin)
     D = stats.H.shape[0]
     if mode == "overall":
         if coord is None:
@@ -270,12 +352,32 @@ def tune_lambda(
             c = contrast_vector(coord, D)
             num, den = c @ num_m @ c, c @ den_m @ c
         lam = np.full(D, num / den if den > 0 else 0.0)
-    elif mode == "element":
-        num_d, den_d = np.diag(num_m), np.diag(den_m)
-        lam = np.divide(num_d, den_d, out=np.zeros(D), where=den_d > 0)
-    else:
+        return np.clip(lam, 0.0, 1.0) if clip else lam
+    if mode != "element":
         raise ValueError(f"mode must be 'overall' or 'element', got {mode!r}")
-    return np.clip(lam, 0.0, 1.0) if clip else lam
+    num_d, den_d = np.diag(num_m), np.diag(den_m)
+    lam = np.divide(num_d, den_d, out=np.zeros(D), where=den_d > 0)
+    lam = np.clip(lam, 0.0, 1.0) if clip else lam
+    return element_fallback(stats, lam)
+
+
+def element_fallback(stats: ScoreStats, lam: Array) -> Array:
+    """Zero λ_k for every coordinate whose plug-in variance λ would raise above its λ = 0 value."""
+    lam = lam.copy()
+    base = np.diag(covariance(stats, np.zeros_like(lam)))
+    while np.any(lam != 0):
+        worse = np.diag(covariance(stats, lam)) > base * (1 + 1e-12)
+        if not worse.any():
+            break
+        lam[zero_where(worse, lam)] = 0.0
+    return lam
+
+
+def zero_where(worse: Array, lam: Array) -> Array:
+    """Which λ_k to zero when ``worse`` coordinates widened: theirs, or all when theirs are already 0
+    (they were widened through the others, via H⁻¹). Each step zeroes at least one λ_k."""
+    own = worse & (lam != 0)
+    return own if own.any() else np.ones_like(worse)
 
 
 def contrast_vector(coord: int | Sequence[float] | Array, D: int) -> Array:

@@ -13,7 +13,17 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from ppai.estimating import Block, covariance, lam_vector, score_stats, solve, tune_lambda
+from ppai.estimating import (
+    LAM_PLUGINS,
+    Block,
+    contrast_vector,
+    covariance,
+    lam_vector,
+    score_stats,
+    solve,
+    tune_lambda,
+    zero_where,
+)
 from ppai.inputs import PROPENSITY_FLOOR, check_alpha, check_data
 from ppai.problems import Array, ZProblem, problem_name, resolve_problem
 from ppai.weighting import WEIGHTINGS, TargetPolicy, Weighting, build_blocks
@@ -23,12 +33,40 @@ Alternative = Literal["two-sided", "larger", "smaller"]
 
 @dataclasses.dataclass(frozen=True)
 class ZFit:
-    """The result of :func:`fit_blocks`: stacked θ̂ (length D), its covariance and the λ used."""
+    """The result of :func:`fit_blocks`: stacked θ̂ (length D), its covariance and the λ used.
+
+    ``theta_pilot``/``cov_pilot``: the labeled-only (λ = 0) estimate and its covariance, with the
+    same Jacobian estimate as the tuned fit. ``lam_tuned``: the plug-in λ̂ before the guarantee's
+    fallback (``None`` for a user-given λ).
+    """
 
     theta: Array
     cov: Array
     lam: Array
     theta_pilot: Array
+    cov_pilot: Array | None = None
+    lam_tuned: Array | None = None
+
+
+def _solve_all(
+    problem: ZProblem, blocks: list[Block], lam: Array, start: list[Array]
+) -> list[Array]:
+    cuts = np.cumsum([0, *(s.shape[0] for s in start)])
+    return [
+        solve(problem, b, lam[cuts[i] : cuts[i + 1]], theta0=start[i]) for i, b in enumerate(blocks)
+    ]
+
+
+def _widened(cov: Array, base: Array, mode: str, coord: Any) -> Array:
+    """Which coordinates (element mode) or whether the objective (overall) is above the λ = 0 one."""
+    tol = 1 + 1e-12
+    if mode == "element":
+        return np.asarray(np.diag(cov) > np.diag(base) * tol)
+    D = cov.shape[0]
+    if coord is None:
+        return np.full(D, np.trace(cov) > np.trace(base) * tol)
+    c = contrast_vector(coord, D)
+    return np.full(D, c @ cov @ c > (c @ base @ c) * tol)
 
 
 def fit_blocks(
@@ -39,11 +77,19 @@ def fit_blocks(
     lam_mode: str = "overall",
     coord: int | Sequence[float] | None = None,
     clip_lam: bool = True,
+    lam_plugin: str = "ppi",
 ) -> ZFit:
-    """Fit stacked targets: ``lam=None`` tunes λ (scalar or per coordinate), else uses it as given."""
+    """Fit stacked targets: ``lam=None`` tunes λ (scalar or per coordinate), else uses it as given.
+
+    Tuning (spec §2.3): θ̂₀ = labeled-only solution; with ``lam_plugin="ppi"`` (as ``ppi_py``'s
+    intervals) λ̂₁ from the statistics at the λ = 1 solution, then λ̂ from those at the λ̂₁
+    solution; with ``"separate"`` λ̂ from the statistics at θ̂₀. θ̂ = root of Ψ_λ̂; Cov(θ̂) at θ̂. The guarantee: when the tuned variance (its trace, the ``coord`` target, or each
+    coordinate in element mode) comes out above the λ = 0 one — possible on a finite sample, since
+    λ̂ is estimated at another θ — the fit falls back to λ = 0 there, so the tuned standard error is
+    never above the labeled-only one.
+    """
     dims = [problem.dim(b.X) for b in blocks]
     D = sum(dims)
-    cuts = np.cumsum([0, *dims])
     zero = np.zeros(D)
     pilot = [solve(problem, b, zero[:d]) for b, d in zip(blocks, dims, strict=True)]
     lam_v = None if lam is None else lam_vector(lam, D)
@@ -54,15 +100,34 @@ def fit_blocks(
             "PPAI needs at least 2 unlabeled contexts (or include_labeled_contexts=True); pass "
             "lam=0 for the labeled-only estimator"
         )
-    if lam_v is None:
-        stats = score_stats(problem, blocks, pilot, pooled_jacobian=True)
-        lam_v = tune_lambda(stats, lam_mode, coord, clip_lam)
-    thetas = [
-        solve(problem, b, lam_v[cuts[i] : cuts[i + 1]], theta0=pilot[i])
-        for i, b in enumerate(blocks)
-    ]
-    stats = score_stats(problem, blocks, thetas, pooled_jacobian=bool(np.any(lam_v != 0)))
-    return ZFit(np.concatenate(thetas), covariance(stats, lam_v), lam_v, np.concatenate(pilot))
+    if lam_v is not None:
+        if np.all(lam_v == 0):
+            stats0 = score_stats(problem, blocks, pilot, with_pool=False)
+            cov0 = covariance(stats0, lam_v)
+            return ZFit(np.concatenate(pilot), cov0, lam_v, np.concatenate(pilot), cov0)
+        thetas = _solve_all(problem, blocks, lam_v, pilot)
+        cov = covariance(score_stats(problem, blocks, thetas), lam_v)
+        return ZFit(np.concatenate(thetas), cov, lam_v, np.concatenate(pilot))
+    if lam_plugin not in LAM_PLUGINS:
+        raise ValueError(f"lam_plugin must be one of {LAM_PLUGINS}, got {lam_plugin!r}")
+    at = pilot
+    if lam_plugin == "ppi":
+        # ppi_py's interval: λ̂₁ at the λ = 1 estimate, then λ̂ at the λ̂₁ estimate.
+        at = _solve_all(problem, blocks, np.ones(D), pilot)
+        lam_1 = tune_lambda(score_stats(problem, blocks, at), lam_mode, coord, clip_lam, "ppi")
+        if not np.all(lam_1 == 1):
+            at = _solve_all(problem, blocks, lam_1, pilot)
+    lam_hat = tune_lambda(score_stats(problem, blocks, at), lam_mode, coord, clip_lam, lam_plugin)
+    cov0 = covariance(score_stats(problem, blocks, pilot, with_pool=False), zero)
+    lam_v = lam_hat.copy()
+    while np.any(lam_v != 0):
+        thetas = _solve_all(problem, blocks, lam_v, pilot)
+        cov = covariance(score_stats(problem, blocks, thetas), lam_v)
+        worse = _widened(cov, cov0, lam_mode, coord)
+        if not worse.any():
+            return ZFit(np.concatenate(thetas), cov, lam_v, np.concatenate(pilot), cov0, lam_hat)
+        lam_v[zero_where(worse, lam_v)] = 0.0
+    return ZFit(np.concatenate(pilot), cov0, lam_v, np.concatenate(pilot), cov0, lam_hat)
 
 
 def z_interval(theta: Array, se: Array, alpha: float, alternative: str = "two-sided") -> Array:
@@ -105,6 +170,10 @@ class PPAI:
     coord : tune λ for the variance of this coordinate only (0-based), or of ``coord · θ`` when it
         is a weight vector (say ``[1, -1]`` with ``target_arm=[1, 0]``: the effect).
     lam_mode : ``"overall"`` (one λ) or ``"element"`` (one λ per coordinate).
+    lam_plugin : the plug-in estimate of λ̂: ``"ppi"`` (``ppi_py``'s, to which it reduces exactly
+        without adaptivity: statistics at the λ = 1 estimate, the prediction scores of both samples
+        pooled when they share a law) or ``"separate"`` (at the labeled-only pilot, the two
+        samples' variances kept apart).
     weighting : ``"ipw"``, ``"sqrt_stabilized"`` or ``"none"`` (ignore adaptivity); see
         :mod:`ppai.weighting`.
     stabilizing_policy : π_s for ``"sqrt_stabilized"``; uniform by default.
@@ -137,6 +206,7 @@ class PPAI:
         clip_lam: bool = True,
         coord: int | Sequence[float] | None = None,
         lam_mode: Literal["overall", "element"] = "overall",
+        lam_plugin: Literal["ppi", "separate"] = "ppi",
         weighting: Weighting = "ipw",
         stabilizing_policy: Sequence[float] | None = None,
         include_labeled_contexts: bool = False,
@@ -153,6 +223,7 @@ class PPAI:
         self.clip_lam = clip_lam
         self.coord = coord
         self.lam_mode = lam_mode
+        self.lam_plugin = lam_plugin
         self.weighting = weighting
         self.stabilizing_policy = stabilizing_policy
         self.include_labeled_contexts = include_labeled_contexts
@@ -251,7 +322,13 @@ class PPAI:
             include_labeled_contexts=self.include_labeled_contexts,
         )
         fit = fit_blocks(
-            problem, blocks, lam, lam_mode=self.lam_mode, coord=self.coord, clip_lam=self.clip_lam
+            problem,
+            blocks,
+            lam,
+            lam_mode=self.lam_mode,
+            coord=self.coord,
+            clip_lam=self.clip_lam,
+            lam_plugin=self.lam_plugin,
         )
         self.problem_ = problem
         self.blocks_ = blocks
