@@ -125,9 +125,11 @@ def newton_solve(
                 break
             t /= 2
         theta, psi = candidate, new_psi
+    reason = getattr(problem, "nonconvergence_reason", "the equation may have no root")
     raise RuntimeError(
         f"Newton's method for the {problem_name(problem)} problem did not converge in {max_iter} "
-        f"iterations (‖Ψ‖ = {np.linalg.norm(psi):.3g}); the equation may have no root"
+        f"iterations (‖Ψ‖ = {np.linalg.norm(psi):.3g}, ‖θ‖ = {np.linalg.norm(theta):.3g}): "
+        f"likely {reason}"
     )
 
 
@@ -263,6 +265,7 @@ def score_stats(
         us = [p[2] for p in parts]
         u_ = None if any(x is None for x in us) else np.hstack(us)  # type: ignore[misc]
         H = _block_diag([p[3] for p in parts])
+    check_invertible(problem, H, "Jacobian")
     T, D = a.shape
     sa, aa = _moments(a)
     sb, bb = _moments(b)

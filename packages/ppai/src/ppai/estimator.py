@@ -24,7 +24,13 @@ from ppai.estimating import (
     tune_lambda,
     zero_where,
 )
-from ppai.inputs import PROPENSITY_FLOOR, check_alpha, check_data
+from ppai.inputs import (
+    PROPENSITY_FLOOR,
+    check_alpha,
+    check_data,
+    check_floor,
+    check_logistic,
+)
 from ppai.problems import Array, ZProblem, problem_name, resolve_problem
 from ppai.weighting import WEIGHTINGS, TargetPolicy, Weighting, build_blocks
 
@@ -236,6 +242,7 @@ class PPAI:
     def _check_params(self) -> tuple[ZProblem, tuple[int, ...], Array | None]:
         problem = resolve_problem(self.problem, self.q)
         check_alpha(self.alpha)
+        check_floor(self.propensity_floor)
         if self.weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
         if (self.target_arm is None) == (self.target_policy is None):
@@ -311,8 +318,8 @@ class PPAI:
                 UserWarning,
                 stacklevel=2,
             )
-        if problem_name(problem) == "logistic" and np.any((data.Y != 0) & (data.Y != 1)):
-            raise ValueError("the logistic problem needs binary outcomes Y in {0, 1}")
+        if problem_name(problem) == "logistic":
+            check_logistic(data)
         blocks = build_blocks(
             data,
             target_arms=arms,

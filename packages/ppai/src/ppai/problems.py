@@ -173,6 +173,10 @@ class LogisticProblem:
     singular_reason = (
         "the covariates are collinear, or the fitted probabilities are all 0 or 1 (separation)"
     )
+    nonconvergence_reason = (
+        "the outcomes are (quasi-)completely separated by the covariates, so the coefficients "
+        "diverge and the logistic estimate does not exist; drop or merge the separating covariate"
+    )
 
     def dim(self, X: Array | None) -> int:
         return _require_x(X, self.name).shape[1]
@@ -221,6 +225,12 @@ class QuantileProblem:
         p = np.abs(w) / total
         mean = float(np.sum(p * Y))
         sd = float(np.sqrt(np.sum(p * (Y - mean) ** 2)))
+        used = Y[w != 0]
+        if np.ptp(used) == 0:
+            raise ValueError(
+                f"the quantile problem needs outcomes that vary: every weighted Y equals "
+                f"{float(used[0])!r}, so the density at the quantile (the Jacobian) is undefined"
+            )
         n_eff = total**2 / float(np.sum(w**2))
         h = 1.06 * max(sd, 1e-12) * n_eff ** (-0.2)
         z = (theta[0] - Y) / h

@@ -53,9 +53,7 @@ def _arm_block(data: AdaptiveData, arm: int, weighting: str, stabilizer: Array) 
     played = np.equal(data.A, arm)
     if not played.any():
         raise ValueError(f"no labeled samples for arm {arm}: it was never played")
-    f_u = data.f_u[:, arm]
-    if data.N and np.isnan(f_u).any():
-        raise ValueError(f"pred_unlabeled has no predictions for target arm {arm}")
+    f_u = data.pool_pred(arm)
     ones = (np.ones(data.N),)
     if weighting == "none":
         X = None if data.X is None else data.X[played]
@@ -105,18 +103,13 @@ def build_blocks(
         nu_u = policy_matrix(target_policy, data.X_u, data.N, data.K, "the unlabeled contexts")
         w = nu_l[np.arange(data.T), data.A] / data.pi
         arms = [a for a in range(data.K) if nu_u[:, a].any() or nu_l[:, a].any()]
-        missing = [a for a in arms if data.N and np.isnan(data.f_u[:, a]).any()]
-        if missing:
-            raise ValueError(
-                f"pred_unlabeled has no predictions for arm(s) {missing} of the target policy"
-            )
         block = Block(
             data.X,
             data.Y,
             data.f,
             w,
             data.X_u,
-            tuple(data.f_u[:, a] for a in arms),
+            tuple(data.pool_pred(a) for a in arms),
             tuple(nu_u[:, a] for a in arms),
         )
         return (
