@@ -139,7 +139,7 @@ def test_quantile_inversion_rejects_what_it_does_not_support(d):
 def test_issue_26_bad_inputs_name_the_value(d):
     """Issue 26 §6: each gets a clear error naming the value."""
     T = len(d["Y"])
-    with pytest.raises(ValueError, match="outcomes that vary: every weighted Y equals 1.0"):
+    with pytest.raises(ValueError, match=r"outcomes that vary: every weighted Y equals 1\.0"):
         fit(dict(d, Y=np.ones(T)), problem="quantile")
     X = np.c_[np.ones(T), d["X"][:, 0]]
     X_u = np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"][:, 0]]

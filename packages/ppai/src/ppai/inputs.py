@@ -192,12 +192,11 @@ def check_data(
         pi = P
     check_propensities(pi, floor)
     f = F[rows, A_] if F.ndim == 2 else F
-    if F_u.ndim == 1:
-        if len(target_arms) != 1:
-            raise ValueError(
-                "pred_unlabeled is a vector, which is only enough for one target arm; give an "
-                f"(N, K) matrix of predictions for every arm (targets: {target_arms or 'a policy'})"
-            )
+    if F_u.ndim == 1 and len(target_arms) != 1:
+        raise ValueError(
+            "pred_unlabeled is a vector, which is only enough for one target arm; give an "
+            f"(N, K) matrix of predictions for every arm (targets: {target_arms or 'a policy'})"
+        )
     pool_arm = target_arms[0] if F_u.ndim == 1 else None
     return AdaptiveData(X_, A_, Y_, pi, f, X_u, F_u, K, F if F.ndim == 2 else None, pool_arm)
 
