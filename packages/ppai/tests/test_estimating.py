@@ -48,7 +48,7 @@ def test_lambda_zero_is_the_labeled_only_ipw_estimator(make_bandit):
     flat = dict(d, propensity=np.full(T, 0.5))
     assert _fit("mean", flat, lam=0.0).theta_[0] == pytest.approx(d["Y"][played].mean(), rel=1e-12)
     # Without a pool the Jacobian is the labeled one, the Hájek normaliser ρ̄: ipw_ci's interval.
-    lo, hi = ppai.ipw_ci("mean", None, d["Y"], d["A"], d["propensity"], arm=1)
+    lo, hi = ppai.ipw_ci("mean", None, d["Y"], d["A"], d["propensity"], arm=1, alpha=0.05)
     resid = rho * (d["Y"] - fit.theta_[0])
     se_hajek = np.std(resid, ddof=1) / np.sqrt(T) / rho.mean()
     np.testing.assert_allclose(
@@ -248,7 +248,7 @@ def test_effect_and_policy_value(make_bandit):
         treatment=1,
         control=0,
     )
-    assert effect == tuned.contrast([1, -1])
+    assert effect == tuned.contrast([1, -1], alpha=0.1)
     assert tuned.lam_ != _fit("mean", d, arm=[1, 0]).lam_  # not the trace's λ
     with pytest.raises(ValueError, match="coord must be an index or 2 finite weights"):
         _fit("mean", d, arm=[1, 0], coord=[1, -1, 0])
@@ -315,14 +315,14 @@ def test_functional_api_matches_the_estimator(make_bandit):
     args = (X1, d["Y"], d["A"], d["propensity"], d["pred_labeled"], X1_u, d["pred_unlabeled"])
     est = ppai.PPAI("ols", target_arm=1).fit(X1, d["A"], d["Y"], *args[3:])
     np.testing.assert_allclose(ppai.ppai_ols_pointestimate(*args, arm=1), est.theta_)
-    np.testing.assert_allclose(np.c_[ppai.ppai_ols_ci(*args, arm=1)], est.conf_int())
+    np.testing.assert_allclose(np.c_[ppai.ppai_ols_ci(*args, arm=1)], est.conf_int(0.1))
     np.testing.assert_allclose(ppai.ppai_ols_pval(*args, arm=1, null=0.1), est.pvalue(0.1))
     Yb = (d["Y"] > 0.3).astype(float)
     fb, fb_u = (d["pred_labeled"] > 0.3) * 0.8 + 0.1, (d["pred_unlabeled"] > 0.3) * 0.8 + 0.1
     bargs = (X1, Yb, d["A"], d["propensity"], fb, X1_u, fb_u)
     lest = ppai.PPAI("logistic", target_arm=1).fit(X1, d["A"], Yb, d["propensity"], fb, X1_u, fb_u)
     np.testing.assert_allclose(ppai.ppai_logistic_pointestimate(*bargs, arm=1), lest.theta_)
-    np.testing.assert_allclose(np.c_[ppai.ppai_logistic_ci(*bargs, arm=1)], lest.conf_int())
+    np.testing.assert_allclose(np.c_[ppai.ppai_logistic_ci(*bargs, arm=1)], lest.conf_int(0.1))
     np.testing.assert_allclose(ppai.ppai_logistic_pval(*bargs, arm=1), lest.pvalue())
     margs = (d["Y"], d["A"], d["propensity"], d["pred_labeled"], d["pred_unlabeled"])
     q = ppai.ppai_quantile_pointestimate(*margs, arm=1, q=0.5)
@@ -345,7 +345,7 @@ def test_functional_api_matches_the_estimator(make_bandit):
         None,
         d["pred_unlabeled"][:, 1],
     )
-    np.testing.assert_allclose([lo, hi], lam.conf_int()[0], rtol=1e-12)
+    np.testing.assert_allclose([lo, hi], lam.conf_int(0.1)[0], rtol=1e-12)
 
 
 def test_perfect_predictions_pull_lambda_to_one_and_leave_only_the_pool_variance():

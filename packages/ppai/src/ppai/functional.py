@@ -2,7 +2,8 @@
 
 As in ``ppi_py``, ``lam=None`` tunes λ; ``lam=0`` is the labeled-only IPW estimator, ``lam=1`` plain
 PPI with an IPW rectifier. Intervals are returned as ``(lower, upper)`` arrays (scalars for the mean
-and quantile). Unlike ``ppi_py`` the default ``alpha`` is 0.05 (the spec's default).
+and quantile). The default ``alpha`` is ``ppi_py``'s 0.1 (90 % intervals); ``lam_optim_mode`` is
+``ppi_py``'s name for the estimator's ``lam_mode``.
 The baselines are here too: :func:`ipw_ci` (labeled-only) and :func:`ppi_ignoring_adaptivity_ci`.
 """
 
@@ -36,6 +37,8 @@ def _fit(
     lam: Lam,
     **kw: Any,
 ) -> PPAI:
+    if "lam_optim_mode" in kw:  # ppi_py's name
+        kw["lam_mode"] = kw.pop("lam_optim_mode")
     return PPAI(problem, target_arm=arm, lam="auto" if lam is None else lam, **kw).fit(
         X, A, Y, propensity, pred_labeled, X_unlabeled, pred_unlabeled
     )
@@ -77,7 +80,7 @@ def ppai_mean_ci(
     pred_unlabeled: ArrayLike,
     *,
     arm: Arm,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     alternative: Alternative = "two-sided",
     lam: Lam = None,
     **kw: Any,
@@ -114,7 +117,7 @@ def ppai_effect_ci(
     *,
     treatment: int,
     control: int,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     lam: Lam = None,
     **kw: Any,
 ) -> dict[str, float]:
@@ -150,7 +153,7 @@ def ppai_policy_value_ci(
     target_policy: TargetPolicy,
     X: ArrayLike | None = None,
     X_unlabeled: ArrayLike | None = None,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     lam: Lam = None,
     **kw: Any,
 ) -> tuple[float, float]:
@@ -194,7 +197,7 @@ def _regression_api(problem: str, model: str) -> tuple[Callable[..., Any], ...]:
         pred_unlabeled: ArrayLike,
         *,
         arm: Arm,
-        alpha: float = 0.05,
+        alpha: float = 0.1,
         alternative: Alternative = "two-sided",
         lam: Lam = None,
         **kw: Any,
@@ -279,7 +282,7 @@ def ppai_quantile_ci(
     *,
     arm: int,
     q: float,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     lam: Lam = None,
     method: Literal["wald", "inversion"] = "wald",
     **kw: Any,
@@ -309,7 +312,7 @@ def ipw_ci(
     propensity: ArrayLike,
     *,
     arm: Arm,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     **kw: Any,
 ) -> tuple[Any, Any]:
     """Baseline: labeled-only IPW Z-estimation (λ = 0; predictions unused)."""
@@ -329,7 +332,7 @@ def ppi_ignoring_adaptivity_ci(
     pred_unlabeled: ArrayLike,
     *,
     arm: int,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     lam: Lam = None,
     **kw: Any,
 ) -> tuple[Any, Any]:
@@ -341,3 +344,22 @@ def ppi_ignoring_adaptivity_ci(
     est = PPAI(problem, target_arm=arm, lam="auto" if lam is None else lam, weighting="none", **kw)
     est.fit(X, A, Y, np.ones(T), pred_labeled, X_unlabeled, pred_unlabeled)
     return _ci(est, alpha, "two-sided")
+
+
+def from_obp(bandit_feedback: dict[str, Any]) -> dict[str, Any]:
+    """``fit``'s labeled keywords from an ``obp`` bandit-feedback dict.
+
+    obp names the arrays ``context``, ``action``, ``reward`` and ``pscore`` (the logged propensity of
+    the played action); this maps them to ``X``, ``A``, ``Y`` and ``propensity``. Add the predictions
+    and the pool: ``PPAI(...).fit(**from_obp(fb), pred_labeled=..., X_unlabeled=...,
+    pred_unlabeled=...)``.
+    """
+    missing = [k for k in ("action", "reward", "pscore") if k not in bandit_feedback]
+    if missing:
+        raise ValueError(f"bandit_feedback lacks the obp key(s) {missing}")
+    return {
+        "X": bandit_feedback.get("context"),
+        "A": bandit_feedback["action"],
+        "Y": bandit_feedback["reward"],
+        "propensity": bandit_feedback["pscore"],
+    }

@@ -76,7 +76,7 @@ def run_cell(
     truth = float(env.arm_means()[ARM])
     methods = dict(METHODS)
     if "context-free" in policy:
-        methods[SQRT] = {"weighting": "sqrt_stabilized"}
+        methods[SQRT] = {"weighting": "sqrt_stabilized", "context_free_policy": True}
     rows: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in methods}
     # Simulate in chunks so the unlabeled pools of all replications never sit in memory at once.
     rng = np.random.default_rng(seed)
