@@ -21,12 +21,13 @@ covariance gives contrasts such as treatment effects.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ppai.problems import Array, ZProblem, check_invertible, problem_name
+from ppai.problems import Array, MeanProblem, ZProblem, check_invertible, problem_name
 
 Group = tuple[Array | None, Array, Array, Array]
 
@@ -67,6 +68,30 @@ class Block:
         """N, the number of unlabeled contexts (0 without a pool)."""
         return int(self.f_u[0].shape[0]) if self.f_u else 0
 
+    @functools.cached_property
+    def unit_nu(self) -> bool:
+        """One pool arm with ν ≡ 1 (a target arm): its ν array need not be multiplied in."""
+        return len(self.nu_u) == 1 and bool(np.all(self.nu_u[0] == 1.0))
+
+    @functools.cached_property
+    def unit_weights(self) -> bool:
+        """All labeled weights 1 (no adaptivity, or the PPI++-ignoring-adaptivity baseline)."""
+        return bool(np.all(self.w == 1.0))
+
+    @functools.cached_property
+    def pool_sums(self) -> tuple[float, float, float, float, float]:
+        """For the mean, whose pool score ``u_j = g_j − h_j θ`` is affine in θ (``g = s Σ_a ν_a f_a``,
+        ``h = s Σ_a ν_a``): ``(Σ g, Σ h, Σ g², Σ g h, Σ h²)``, one pass over the pool for every θ."""
+        if self.unit_nu:
+            g, h = self.s * self.f_u[0], None
+        else:
+            g = self.s * sum(nu * f for f, nu in zip(self.f_u, self.nu_u, strict=True))
+            h = self.s * sum(self.nu_u)
+        if h is None:
+            n = float(self.n_unlabeled)
+            return float(g.sum()), self.s * n, float(g @ g), self.s * float(g.sum()), self.s**2 * n
+        return float(g.sum()), float(h.sum()), float(g @ g), float(g @ h), float(h @ h)
+
 
 def groups(block: Block, lam: Array) -> list[Group]:
     """The groups whose sum is Ψ_λ (see the module docstring); ``lam`` has length d."""
@@ -74,7 +99,7 @@ def groups(block: Block, lam: Array) -> list[Group]:
     if np.any(lam != 0):
         out.append((block.X, block.f, block.w, -lam))
         out += [
-            (block.X_u, f, block.s * nu, lam)
+            (block.X_u, f, nu if block.s == 1.0 else block.s * nu, lam)
             for f, nu in zip(block.f_u, block.nu_u, strict=True)
             if block.n_unlabeled
         ]
@@ -188,9 +213,16 @@ def _exchangeable(block: Block) -> bool:
         and not block.f_lc
         and not block.centre
         and block.s == 1.0
-        and bool(np.all(block.w == 1.0))
-        and bool(np.all(block.nu_u[0] == 1.0))
+        and block.unit_weights
+        and block.unit_nu
     )
+
+
+def _mean_pool_moments(block: Block, theta: Array) -> tuple[Array, Array]:
+    """Sum and Gram of the mean's pool scores ``g − h θ`` from :attr:`Block.pool_sums`."""
+    sg, sh, gg, gh, hh = block.pool_sums
+    t = float(theta[0])
+    return np.array([sg - t * sh]), np.array([[gg - 2 * t * gh + t * t * hh]])
 
 
 def _block_stats(
@@ -203,7 +235,7 @@ def _block_stats(
     u: Array | None = None
     if block.n_unlabeled and (with_pool or block.centre):
         u = block.s * problem.psi(theta, block.X_u, block.f_u[0])
-        if not np.all(block.nu_u[0] == 1.0):
+        if not block.unit_nu:
             u *= block.nu_u[0][:, None]
         for f, nu in zip(block.f_u[1:], block.nu_u[1:], strict=True):
             u += block.s * nu[:, None] * problem.psi(theta, block.X_u, f)
@@ -229,10 +261,13 @@ def block_jacobian(problem: ZProblem, block: Block, theta: Array) -> Array:
     H_L = problem.jacobian(theta, X, block.Y, w)
     if not block.n_unlabeled or getattr(problem, "jacobian_uses_y", True):
         return np.asarray(H_L, dtype=float)
-    H_U = sum(
-        problem.jacobian(theta, block.X_u, f, block.s * nu)
-        for f, nu in zip(block.f_u, block.nu_u, strict=True)
-    )
+    if type(problem) is MeanProblem:
+        H_U = np.array([[-block.pool_sums[1] / block.n_unlabeled]])  # −(1/N) Σ_j s Σ_a ν_a
+    else:
+        H_U = sum(
+            problem.jacobian(theta, block.X_u, f, nu if block.s == 1.0 else block.s * nu)
+            for f, nu in zip(block.f_u, block.nu_u, strict=True)
+        )
     if block.f_lc:
         # The pool already spans every context, weighted s = N/(N+T) and s_lc = T/(N+T).
         return np.asarray(
@@ -256,6 +291,16 @@ def score_stats(
     pool scores (``V_U`` is then zero), for λ = 0, whose variance does not involve them; H is the
     same either way.
     """
+    if (
+        len(blocks) == 1
+        and type(problem) is MeanProblem
+        and blocks[0].n_unlabeled > 1
+        and not blocks[0].centre
+    ):
+        # The mean's pool scores are affine in θ: their moments come from sums kept on the block.
+        blk = blocks[0]
+        a, b, _, H = _block_stats(problem, blk, thetas[0], with_pool=False)
+        return _stats(problem, a, b, _mean_pool_moments(blk, thetas[0]), H, blk.n_unlabeled, blocks)
     parts = [_block_stats(problem, b, t, with_pool) for b, t in zip(blocks, thetas, strict=True)]
     if len(parts) == 1:
         a, b, u_, H = parts[0]
@@ -265,6 +310,21 @@ def score_stats(
         us = [p[2] for p in parts]
         u_ = None if any(x is None for x in us) else np.hstack(us)  # type: ignore[misc]
         H = _block_diag([p[3] for p in parts])
+    N = blocks[0].n_unlabeled
+    pool = _moments(u_) if u_ is not None and N > 1 else None
+    return _stats(problem, a, b, pool, H, N, blocks)
+
+
+def _stats(
+    problem: ZProblem,
+    a: Array,
+    b: Array,
+    pool: tuple[Array, Array] | None,
+    H: Array,
+    N: int,
+    blocks: list[Block],
+) -> ScoreStats:
+    """ScoreStats from the labeled scores and the pool scores' sum and Gram (``None``: unused)."""
     check_invertible(problem, H, "Jacobian")
     T, D = a.shape
     sa, aa = _moments(a)
@@ -272,11 +332,10 @@ def score_stats(
     C_aa = _cross_cov(T, sa, sa, aa)
     C_bb = _cross_cov(T, sb, sb, bb)
     C_ab = _cross_cov(T, sa, sb, a.T @ b)
-    N = blocks[0].n_unlabeled
     V_U = np.zeros((D, D))
     V_pooled = None
-    if u_ is not None and N > 1:
-        su, uu = _moments(u_)
+    if pool is not None:
+        su, uu = pool
         V_U = _cross_cov(N, su, su, uu)
         if all(_exchangeable(blk) for blk in blocks):
             V_pooled = _cross_cov(T + N, sb + su, sb + su, bb + uu)
