@@ -139,3 +139,17 @@ def test_quantile_matches_ppi_py_and_the_asymptotic_standard_error(ppi_py):
         assert fit.theta_[0] == np.quantile(Y, q, method="inverted_cdf")
         textbook = np.sqrt(q * (1 - q) / n) / norm.pdf(norm.ppf(q))
         assert fit.se_[0] == pytest.approx(textbook, rel=0.1)
+
+
+def test_ignoring_adaptivity_baseline_is_ppi_py_on_the_subsample(make_bandit, ppi_py):
+    """The baseline's docstring: PPI++ on the rounds that played the arm — tuned λ included."""
+    d = make_bandit(7)
+    played = d["A"] == 1
+    Y, f = d["Y"][played], d["pred_labeled"][played, 1]
+    f_u = d["pred_unlabeled"][:, 1]
+    lo, hi = ppai.ppi_ignoring_adaptivity_ci(
+        "mean", None, d["Y"], d["A"], d["pred_labeled"], None, d["pred_unlabeled"], arm=1
+    )
+    ones, ones_u = np.ones((len(Y), 1)), np.ones((len(f_u), 1))
+    ref = ppi_py.ppi_ols_ci(ones, Y, f, ones_u, f_u, alpha=0.1)
+    np.testing.assert_allclose([lo, hi], [ref[0][0], ref[1][0]], rtol=1e-10)
