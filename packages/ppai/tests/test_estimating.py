@@ -52,15 +52,16 @@ def test_lambda_zero_is_the_labeled_only_ipw_estimator(make_bandit):
     resid = rho * (d["Y"] - fit.theta_[0])
     se_hajek = np.std(resid, ddof=1) / np.sqrt(T) / rho.mean()
     np.testing.assert_allclose(
-        [lo, hi], fit.theta_[0] + 1.959963984540054 * se_hajek * np.r_[-1, 1]
+        np.r_[lo, hi], fit.theta_[0] + 1.959963984540054 * se_hajek * np.r_[-1, 1]
     )
-    # With a pool, every λ (0 included) uses one Jacobian over all T + N contexts, so the standard
-    # error is continuous in λ.
+    # With a pool, λ = 0 is the same labeled-only estimator (labeled Jacobian): one definition.
+    with_pool = _fit("mean", d, lam=0.0)
+    np.testing.assert_allclose(with_pool.conf_int(0.05)[0], np.r_[lo, hi], rtol=1e-12)
+    # For λ ≠ 0 the Jacobian is pooled over all T + N contexts, as PPI++.
     N = len(d["pred_unlabeled"])
     H = (T * rho.mean() + N) / (T + N)
-    assert fit.se_[0] == pytest.approx(np.std(resid, ddof=1) / np.sqrt(T) / H, rel=1e-12)
-    for tiny in (1e-12, 1e-9):
-        assert _fit("mean", d, lam=tiny).se_[0] == pytest.approx(fit.se_[0], rel=1e-6)
+    tiny = _fit("mean", d, lam=1e-12)
+    assert tiny.se_[0] == pytest.approx(np.std(resid, ddof=1) / np.sqrt(T) / H, rel=1e-6)
 
 
 def test_ols_default_form_is_two_regressions(make_bandit):
@@ -345,7 +346,7 @@ def test_functional_api_matches_the_estimator(make_bandit):
         None,
         d["pred_unlabeled"][:, 1],
     )
-    np.testing.assert_allclose([lo, hi], lam.conf_int(0.1)[0], rtol=1e-12)
+    np.testing.assert_allclose(np.r_[lo, hi], lam.conf_int(0.1)[0], rtol=1e-12)
 
 
 def test_perfect_predictions_pull_lambda_to_one_and_leave_only_the_pool_variance():

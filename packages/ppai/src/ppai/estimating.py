@@ -175,7 +175,7 @@ class ScoreStats:
 
     ``C_aa``, ``C_ab``, ``C_bb``: centred covariances (``ddof=1``) of the weighted labeled scores
     ``a_t = w_t ψ^Y_t`` and ``b_t = w_t ψ^f_t``; ``V_U``: covariance of ``s ψ̃_j`` on the pool;
-    ``H``: the population Jacobian (one estimate whatever λ, see :func:`score_stats`); ``T``, ``N``:
+    ``H``: the population Jacobian (pooled for λ ≠ 0, labeled for λ = 0, see :func:`block_jacobian`); ``T``, ``N``:
     sample sizes. ``V_pooled``: the covariance of the labeled and unlabeled prediction scores taken
     as one sample (``ppi_py``'s estimate), or ``None`` when the two samples do not share a law
     (non-unit weights: any adaptivity).
@@ -226,7 +226,7 @@ def _mean_pool_moments(block: Block, theta: Array) -> tuple[Array, Array]:
 
 
 def _block_stats(
-    problem: ZProblem, block: Block, theta: Array, with_pool: bool
+    problem: ZProblem, block: Block, theta: Array, with_pool: bool, pooled_h: bool
 ) -> tuple[Array, Array, Array | None, Array]:
     """Labeled scores ``a``, ``b``, pool scores ``u`` (``None`` when not needed) and H."""
     X, w = block.X, block.w
@@ -247,19 +247,22 @@ def _block_stats(
         # Labeled contexts in the pool: round t also contributes s_lc Σ_a ν ψ(θ; X_t, f(X_t, a)).
         for f, nu in zip(block.f_lc, block.nu_lc, strict=True):
             b -= block.s_lc * nu[:, None] * problem.psi(theta, X, f)
-    return a, b, u, block_jacobian(problem, block, theta)
+    return a, b, u, block_jacobian(problem, block, theta, pooled=pooled_h)
 
 
-def block_jacobian(problem: ZProblem, block: Block, theta: Array) -> Array:
-    """The one estimate of the population Jacobian H that every λ uses (so the SE is continuous).
+def block_jacobian(problem: ZProblem, block: Block, theta: Array, pooled: bool = True) -> Array:
+    """The estimate of the population Jacobian H.
 
-    When ∂ψ does not involve y (mean, OLS, logistic) it is averaged over all T + N contexts, as
-    PPI++ does: ``(T H_L + N H_U) / (T + N)`` (with ``include_labeled_contexts`` the pool already
-    spans every context). Otherwise, or without a pool, it is the labeled ``H_L``.
+    For λ ≠ 0 (``pooled``), when ∂ψ does not involve y (mean, OLS, logistic) it is averaged over
+    all T + N contexts, as PPI++ does: ``(T H_L + N H_U) / (T + N)`` (with
+    ``include_labeled_contexts`` the pool already spans every context). For λ = 0
+    (``pooled=False``), otherwise, or without a pool, it is the labeled ``H_L``: the labeled-only
+    estimator is then the classical one, the same with or without a pool (:func:`ppai.ipw_ci`) and
+    ``ppi_py``'s at λ = 0.
     """
     X, w = block.X, block.w
     H_L = problem.jacobian(theta, X, block.Y, w)
-    if not block.n_unlabeled or getattr(problem, "jacobian_uses_y", True):
+    if not pooled or not block.n_unlabeled or getattr(problem, "jacobian_uses_y", True):
         return np.asarray(H_L, dtype=float)
     if type(problem) is MeanProblem:
         H_U = np.array([[-block.pool_sums[1] / block.n_unlabeled]])  # −(1/N) Σ_j s Σ_a ν_a
@@ -287,9 +290,10 @@ def score_stats(
 ) -> ScoreStats:
     """Plug-in statistics for stacked targets at ``thetas`` (one per block).
 
-    One pass over the pool per block (its scores, their sum and Gram). ``with_pool=False`` skips the
-    pool scores (``V_U`` is then zero), for λ = 0, whose variance does not involve them; H is the
-    same either way.
+    One pass over the pool per block (its scores, their sum and Gram). ``with_pool=False`` is for
+    λ = 0: it skips the pool scores (``V_U`` is then zero; the variance does not involve them) and
+    takes the labeled Jacobian ``H_L`` (the classical labeled-only estimator, see
+    :func:`block_jacobian`).
     """
     if (
         len(blocks) == 1
@@ -299,9 +303,12 @@ def score_stats(
     ):
         # The mean's pool scores are affine in θ: their moments come from sums kept on the block.
         blk = blocks[0]
-        a, b, _, H = _block_stats(problem, blk, thetas[0], with_pool=False)
+        a, b, _, H = _block_stats(problem, blk, thetas[0], with_pool=False, pooled_h=with_pool)
         return _stats(problem, a, b, _mean_pool_moments(blk, thetas[0]), H, blk.n_unlabeled, blocks)
-    parts = [_block_stats(problem, b, t, with_pool) for b, t in zip(blocks, thetas, strict=True)]
+    parts = [
+        _block_stats(problem, b, t, with_pool, with_pool)
+        for b, t in zip(blocks, thetas, strict=True)
+    ]
     if len(parts) == 1:
         a, b, u_, H = parts[0]
     else:

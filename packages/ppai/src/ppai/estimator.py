@@ -33,7 +33,13 @@ from ppai.inputs import (
     check_logistic,
 )
 from ppai.problems import Array, ZProblem, problem_name, resolve_problem
-from ppai.weighting import WEIGHTINGS, TargetPolicy, Weighting, build_blocks
+from ppai.weighting import (
+    WEIGHTINGS,
+    TargetPolicy,
+    Weighting,
+    build_blocks,
+    with_sample_weights,
+)
 
 Alternative = Literal["two-sided", "larger", "smaller"]
 
@@ -43,7 +49,7 @@ class ZFit:
     """The result of :func:`fit_blocks`: stacked θ̂ (length D), its covariance and the λ used.
 
     ``theta_pilot``/``cov_pilot``: the labeled-only (λ = 0) estimate and its covariance, with the
-    same Jacobian estimate as the tuned fit. ``lam_tuned``: the plug-in λ̂ before the guarantee's
+    labeled Jacobian, as :func:`ppai.ipw_ci` and ``ppi_py`` at λ = 0. ``lam_tuned``: the plug-in λ̂ before the guarantee's
     fallback (``None`` for a user-given λ).
     """
 
@@ -71,7 +77,8 @@ def _widened(cov: Array, base: Array, mode: str, coord: Any) -> Array:
         return np.asarray(np.diag(cov) > np.diag(base) * tol)
     D = cov.shape[0]
     if coord is None:
-        return np.full(D, np.trace(cov) > np.trace(base) * tol)
+        # No coordinate's interval may widen (the trace alone would let one widen, see the README).
+        return np.full(D, bool(np.any(np.diag(cov) > np.diag(base) * tol)))
     c = contrast_vector(coord, D)
     return np.full(D, c @ cov @ c > (c @ base @ c) * tol)
 
@@ -85,6 +92,7 @@ def fit_blocks(
     coord: int | Sequence[float] | None = None,
     clip_lam: bool = True,
     lam_plugin: str = "ppi",
+    fallback: bool = True,
 ) -> ZFit:
     """Fit stacked targets: ``lam=None`` tunes λ (scalar or per coordinate), else uses it as given.
 
@@ -93,7 +101,8 @@ def fit_blocks(
     solution; with ``"separate"`` λ̂ from the statistics at θ̂₀. θ̂ = root of Ψ_λ̂; Cov(θ̂) at θ̂. The guarantee: when the tuned variance (its trace, the ``coord`` target, or each
     coordinate in element mode) comes out above the λ = 0 one — possible on a finite sample, since
     λ̂ is estimated at another θ — the fit falls back to λ = 0 there, so the tuned standard error is
-    never above the labeled-only one.
+    never above the labeled-only one. ``fallback=False`` keeps λ̂ as tuned (``ppi_py``'s
+    behaviour, to which the fit then reduces exactly without adaptivity).
     """
     dims = [problem.dim(b.X) for b in blocks]
     D = sum(dims)
@@ -131,7 +140,7 @@ def fit_blocks(
         thetas = _solve_all(problem, blocks, lam_v, pilot)
         cov = covariance(score_stats(problem, blocks, thetas), lam_v)
         worse = _widened(cov, cov0, lam_mode, coord)
-        if not worse.any():
+        if not fallback or not worse.any():
             return ZFit(np.concatenate(thetas), cov, lam_v, np.concatenate(pilot), cov0, lam_hat)
         lam_v[zero_where(worse, lam_v)] = 0.0
     return ZFit(np.concatenate(pilot), cov0, lam_v, np.concatenate(pilot), cov0, lam_hat)
@@ -181,6 +190,9 @@ class PPAI:
         without adaptivity: statistics at the λ = 1 estimate, the prediction scores of both samples
         pooled when they share a law) or ``"separate"`` (at the labeled-only pilot, the two
         samples' variances kept apart).
+    fallback : with a tuned λ, fall back to λ = 0 (per coordinate in element mode) wherever the
+        tuned standard error would exceed the labeled-only one (the guarantee; default). ``False``
+        keeps λ̂ as tuned, as ``ppi_py`` does (exact reduction to it without adaptivity).
     weighting : ``"ipw"``, ``"sqrt_stabilized"`` or ``"none"`` (ignore adaptivity); see
         :mod:`ppai.weighting`.
     stabilizing_policy : π_s for ``"sqrt_stabilized"``; uniform by default.
@@ -216,6 +228,7 @@ class PPAI:
         coord: int | Sequence[float] | None = None,
         lam_mode: Literal["overall", "element"] = "overall",
         lam_plugin: Literal["ppi", "separate"] = "ppi",
+        fallback: bool = True,
         weighting: Weighting = "ipw",
         stabilizing_policy: Sequence[float] | None = None,
         context_free_policy: bool = False,
@@ -234,6 +247,7 @@ class PPAI:
         self.coord = coord
         self.lam_mode = lam_mode
         self.lam_plugin = lam_plugin
+        self.fallback = fallback
         self.weighting = weighting
         self.stabilizing_policy = stabilizing_policy
         self.context_free_policy = context_free_policy
@@ -285,6 +299,9 @@ class PPAI:
         pred_labeled: Any,
         X_unlabeled: Any,
         pred_unlabeled: Any,
+        *,
+        w: Any = None,
+        w_unlabeled: Any = None,
     ) -> PPAI:
         """Fit on T labeled rounds and an unlabeled pool of N contexts.
 
@@ -294,6 +311,8 @@ class PPAI:
         pred_labeled : (T,) predictions for the played arm, or (T, K) for every arm.
         X_unlabeled : (N, p) contexts of the pool, or None.
         pred_unlabeled : (N, K) predictions for every arm on the pool, or (N,) for a single target arm.
+        w, w_unlabeled : optional sample weights of the rounds (T,) and the pool (N,), as ``ppi_py``'s
+            (each scaled to sum to its sample size); they multiply the IPW weights and ν.
         """
         problem, arms, lam = self._check_params()
         data = check_data(
@@ -341,6 +360,9 @@ class PPAI:
             stabilizing_policy=self.stabilizing_policy,
             include_labeled_contexts=self.include_labeled_contexts,
         )
+        blocks = with_sample_weights(
+            blocks, data, w, w_unlabeled, weighting=self.weighting, target_arms=arms
+        )
         fit = fit_blocks(
             problem,
             blocks,
@@ -349,6 +371,7 @@ class PPAI:
             coord=self.coord,
             clip_lam=self.clip_lam,
             lam_plugin=self.lam_plugin,
+            fallback=self.fallback,
         )
         self.problem_ = problem
         self.blocks_ = blocks

@@ -1,8 +1,9 @@
 """A functional API in ``ppi_py``'s style: ``ppai_<problem>_{pointestimate,ci,pval}``.
 
 As in ``ppi_py``, ``lam=None`` tunes λ; ``lam=0`` is the labeled-only IPW estimator, ``lam=1`` plain
-PPI with an IPW rectifier. Intervals are returned as ``(lower, upper)`` arrays (scalars for the mean
-and quantile). The default ``alpha`` is ``ppi_py``'s 0.1 (90 % intervals); ``lam_optim_mode`` is
+PPI with an IPW rectifier. Return types are ``ppi_py``'s: intervals ``(lower, upper)`` arrays
+(length 1 for one mean), mean estimates and p-values length-1 arrays, a quantile estimate a float
+and its interval a length-2 array. The default ``alpha`` is ``ppi_py``'s 0.1 (90 % intervals); ``lam_optim_mode`` is
 ``ppi_py``'s name for the estimator's ``lam_mode``.
 The baselines are here too: :func:`ipw_ci` (labeled-only) and :func:`ppi_ignoring_adaptivity_ci`.
 """
@@ -39,8 +40,9 @@ def _fit(
 ) -> PPAI:
     if "lam_optim_mode" in kw:  # ppi_py's name
         kw["lam_mode"] = kw.pop("lam_optim_mode")
+    weights = {k: kw.pop(k, None) for k in ("w", "w_unlabeled")}
     return PPAI(problem, target_arm=arm, lam="auto" if lam is None else lam, **kw).fit(
-        X, A, Y, propensity, pred_labeled, X_unlabeled, pred_unlabeled
+        X, A, Y, propensity, pred_labeled, X_unlabeled, pred_unlabeled, **weights
     )
 
 
@@ -48,9 +50,10 @@ def _scalar(values: Array) -> Any:
     return float(values[0]) if values.shape == (1,) else values
 
 
-def _ci(est: PPAI, alpha: float, alternative: Alternative) -> tuple[Any, Any]:
+def _ci(est: PPAI, alpha: float, alternative: Alternative) -> tuple[Array, Array]:
+    """``(lower, upper)`` arrays of length D, as ``ppi_py`` returns (length 1 for one mean)."""
     ci = est.conf_int(alpha, alternative)
-    return _scalar(ci[:, 0]), _scalar(ci[:, 1])
+    return ci[:, 0], ci[:, 1]
 
 
 def ppai_mean_pointestimate(
@@ -63,13 +66,12 @@ def ppai_mean_pointestimate(
     arm: Arm,
     lam: Lam = None,
     **kw: Any,
-) -> float | Array:
-    """PPAI estimate of the mean outcome of ``arm`` (``arm`` may also be a list: a vector of means)."""
-    return _scalar(
-        _fit(
-            "mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw
-        ).theta_
-    )
+) -> Array:
+    """PPAI estimate of the mean outcome of ``arm`` (``arm`` may also be a list: a vector of means);
+    a length-1 array for one arm, as ``ppi_py.ppi_mean_pointestimate``."""
+    return _fit(
+        "mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw
+    ).theta_
 
 
 def ppai_mean_ci(
@@ -84,7 +86,7 @@ def ppai_mean_ci(
     alternative: Alternative = "two-sided",
     lam: Lam = None,
     **kw: Any,
-) -> tuple[Any, Any]:
+) -> tuple[Array, Array]:
     """PPAI confidence interval for the mean outcome of ``arm``: ``(lower, upper)``."""
     est = _fit("mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw)
     return _ci(est, alpha, alternative)
@@ -102,10 +104,10 @@ def ppai_mean_pval(
     alternative: Alternative = "two-sided",
     lam: Lam = None,
     **kw: Any,
-) -> Any:
-    """PPAI p-value for H0: mean outcome of ``arm`` = ``null``."""
+) -> Array:
+    """PPAI p-value for H0: mean outcome of ``arm`` = ``null`` (a length-1 array, as ``ppi_py``)."""
     est = _fit("mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw)
-    return _scalar(est.pvalue(null, alternative))
+    return est.pvalue(null, alternative)
 
 
 def ppai_effect_ci(
@@ -156,7 +158,7 @@ def ppai_policy_value_ci(
     alpha: float = 0.1,
     lam: Lam = None,
     **kw: Any,
-) -> tuple[float, float]:
+) -> tuple[Array, Array]:
     """PPAI interval for the off-policy value E[Σ_a π_e(a|X) Y(a)] of ``target_policy``.
 
     ``target_policy`` maps contexts to ``(n, K)`` probabilities (pass ``X``/``X_unlabeled``), or is a
@@ -286,7 +288,7 @@ def ppai_quantile_ci(
     lam: Lam = None,
     method: Literal["wald", "inversion"] = "wald",
     **kw: Any,
-) -> tuple[float, float]:
+) -> Array:
     """PPAI interval for the q-quantile of Y(arm).
 
     ``method="wald"``: θ̂ ± z·se with a kernel-density plug-in for the Jacobian. ``"inversion"``:
@@ -300,8 +302,9 @@ def ppai_quantile_ci(
         "quantile", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, q=q, **kw
     )
     if method == "wald":
-        return _ci(est, alpha, "two-sided")
-    return quantile_inversion_interval(est.blocks_[0], q, float(np.mean(est.lam_)), alpha)
+        lo, hi = _ci(est, alpha, "two-sided")
+        return np.array([lo[0], hi[0]])
+    return np.array(quantile_inversion_interval(est.blocks_[0], q, float(np.mean(est.lam_)), alpha))
 
 
 def ipw_ci(
@@ -314,7 +317,7 @@ def ipw_ci(
     arm: Arm,
     alpha: float = 0.1,
     **kw: Any,
-) -> tuple[Any, Any]:
+) -> tuple[Array, Array]:
     """Baseline: labeled-only IPW Z-estimation (λ = 0; predictions unused)."""
     X_pool = None if X is None else np.asarray(X)[:0]
     est = PPAI(problem, target_arm=arm, lam=0.0, **kw)
@@ -335,7 +338,7 @@ def ppi_ignoring_adaptivity_ci(
     alpha: float = 0.1,
     lam: Lam = None,
     **kw: Any,
-) -> tuple[Any, Any]:
+) -> tuple[Array, Array]:
     """Baseline: PPI++ on the rounds that played ``arm``, as if they were an i.i.d. sample.
 
     Propensities are ignored (none are needed); equal to ``ppi_py``'s PPI++ on that subsample.
