@@ -118,8 +118,12 @@ def test_parameters(d):
         fit(d, weighting="aipw")
     with pytest.raises(ValueError, match="binary outcomes"):
         fit(d, problem="logistic")
+    empty = dict(d, pred_unlabeled=d["pred_unlabeled"][:0], X_unlabeled=d["X_unlabeled"][:0])
     with pytest.raises(ValueError, match="at least 2 unlabeled"):
-        fit(dict(d, pred_unlabeled=d["pred_unlabeled"][:0], X_unlabeled=d["X_unlabeled"][:0]))
+        fit(empty, lam=0.5)
+    with pytest.warns(UserWarning, match="labeled-only estimator"):  # spec §8: N = 0 allowed
+        got = fit(empty)
+    np.testing.assert_array_equal(got.se_, fit(empty, lam=0.0).se_)
     with pytest.raises(ValueError, match="only enough for one target arm"):
         fit(dict(d, pred_unlabeled=d["pred_unlabeled"][:, 1]), arm=[0, 1])
     with pytest.raises(RuntimeError, match="not fitted"):

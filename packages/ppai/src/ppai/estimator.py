@@ -111,7 +111,16 @@ def fit_blocks(
     lam_v = None if lam is None else lam_vector(lam, D)
     # The pool is the unlabeled contexts, plus the labeled ones with include_labeled_contexts.
     pool = [b.n_unlabeled + (b.n_labeled if b.f_lc else 0) for b in blocks]
-    if (lam_v is None or np.any(lam_v != 0)) and min(pool) < 2:
+    if lam_v is None and min(pool) < 2:
+        # Spec §8: N = 0 is allowed. Without a pool nothing can be tuned: the labeled-only fit.
+        warnings.warn(
+            "fewer than 2 unlabeled contexts and include_labeled_contexts=False: the predictions "
+            "cannot enter, returning the labeled-only estimator (lambda = 0)",
+            UserWarning,
+            stacklevel=3,
+        )
+        lam_v = zero.copy()
+    if lam_v is not None and np.any(lam_v != 0) and min(pool) < 2:
         raise ValueError(
             "PPAI needs at least 2 unlabeled contexts (or include_labeled_contexts=True); pass "
             "lam=0 for the labeled-only estimator"
