@@ -113,12 +113,12 @@ def test_lambda_zero_is_ppi_py_and_ipw_ci(make_iid, ppi_py):
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_tuned_ols_equals_ppi_py_over_many_seeds_with_useless_predictions(ppi_py):
     """π ≡ 1, useless predictions (λ̂ often clips to 0, where ppi_py switches Jacobian): with
-    ``fallback=False`` the tuned OLS interval is ppi_py's on every one of 40 data sets; with the
+    ``fallback=False`` the tuned OLS interval is ppi_py's on every one of 24 data sets; with the
     default guarantee it is ppi_py's wherever the fallback did not fire."""
     rng = np.random.default_rng(7)
     n, N = 200, 400
     clipped = fired = 0
-    for _ in range(40):
+    for _ in range(24):
         f, f_u = rng.standard_normal(n), rng.standard_normal(N)
         X = np.c_[np.ones(n), rng.standard_normal((n, 2))]
         X_u = np.c_[np.ones(N), rng.standard_normal((N, 2))]
@@ -134,8 +134,8 @@ def test_tuned_ols_equals_ppi_py_over_many_seeds_with_useless_predictions(ppi_py
         else:
             fired += 1
             assert guarded.lam_ == 0.0
-    assert clipped >= 5  # the λ = 0 switch was exercised
-    assert fired <= 24, fired  # the guarantee's exception (README: its measured rate)
+    assert clipped >= 3  # the λ = 0 switch was exercised
+    assert fired <= 15, fired  # the guarantee's exception (README: its measured rate)
 
 
 def test_quantile_matches_ppi_py_and_the_asymptotic_standard_error(ppi_py):
