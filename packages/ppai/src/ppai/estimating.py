@@ -82,11 +82,12 @@ class Block:
     def pool_sums(self) -> tuple[float, float, float, float, float]:
         """For the mean, whose pool score ``u_j = g_j − h_j θ`` is affine in θ (``g = s Σ_a ν_a f_a``,
         ``h = s Σ_a ν_a``): ``(Σ g, Σ h, Σ g², Σ g h, Σ h²)``, one pass over the pool for every θ."""
+        h: Array | None = None
         if self.unit_nu:
-            g, h = self.s * self.f_u[0], None
+            g: Array = self.s * self.f_u[0]
         else:
-            g = self.s * sum(nu * f for f, nu in zip(self.f_u, self.nu_u, strict=True))
-            h = self.s * sum(self.nu_u)
+            g = self.s * np.sum([nu * f for f, nu in zip(self.f_u, self.nu_u, strict=True)], axis=0)
+            h = self.s * np.sum(self.nu_u, axis=0)
         if h is None:
             n = float(self.n_unlabeled)
             return float(g.sum()), self.s * n, float(g @ g), self.s * float(g.sum()), self.s**2 * n
@@ -267,9 +268,12 @@ def block_jacobian(problem: ZProblem, block: Block, theta: Array, pooled: bool =
     if type(problem) is MeanProblem:
         H_U = np.array([[-block.pool_sums[1] / block.n_unlabeled]])  # −(1/N) Σ_j s Σ_a ν_a
     else:
-        H_U = sum(
-            problem.jacobian(theta, block.X_u, f, nu if block.s == 1.0 else block.s * nu)
-            for f, nu in zip(block.f_u, block.nu_u, strict=True)
+        H_U = np.sum(
+            [
+                problem.jacobian(theta, block.X_u, f, nu if block.s == 1.0 else block.s * nu)
+                for f, nu in zip(block.f_u, block.nu_u, strict=True)
+            ],
+            axis=0,
         )
     if block.f_lc:
         # The pool already spans every context, weighted s = N/(N+T) and s_lc = T/(N+T).
@@ -315,7 +319,7 @@ def score_stats(
         a = np.hstack([p[0] for p in parts])
         b = np.hstack([p[1] for p in parts])
         us = [p[2] for p in parts]
-        u_ = None if any(x is None for x in us) else np.hstack(us)  # type: ignore[misc]
+        u_ = None if any(x is None for x in us) else np.hstack([x for x in us if x is not None])
         H = _block_diag([p[3] for p in parts])
     N = blocks[0].n_unlabeled
     pool = _moments(u_) if u_ is not None and N > 1 else None
@@ -442,7 +446,7 @@ def element_fallback(stats: ScoreStats, lam: Array) -> Array:
     return lam
 
 
-def zero_where(worse: Array, lam: Array) -> Array:
+def zero_where(worse: NDArray[np.bool_], lam: Array) -> NDArray[np.bool_]:
     """Which λ_k to zero when ``worse`` coordinates widened: theirs, or all when theirs are already 0
     (they were widened through the others, via H⁻¹). Each step zeroes at least one λ_k."""
     own = worse & (lam != 0)

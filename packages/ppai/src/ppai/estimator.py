@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import ndtr, ndtri
 
 from ppai.estimating import (
@@ -70,7 +71,7 @@ def _solve_all(
     ]
 
 
-def _widened(cov: Array, base: Array, mode: str, coord: Any) -> Array:
+def _widened(cov: Array, base: Array, mode: str, coord: Any) -> NDArray[np.bool_]:
     """Which coordinates (element mode) or whether the objective (overall) is above the λ = 0 one."""
     tol = 1 + 1e-12
     if mode == "element":
