@@ -1,6 +1,7 @@
 """Time and peak memory of a PPAI fit against ppi-python on the same non-adaptive problem, as ratios.
 
     python packages/ppai/benchmarks/bench_cpu.py [--N 1000000] [--T 100000] [--d 20] [--repeats 1]
+        [--problems logistic,mean]
 
 One arm, propensities ≡ 1 (PPAI's reduction to PPI++), tuned λ, 95 % intervals: PPAI("logistic")
 versus ``ppi_py.ppi_logistic_ci`` and PPAI("mean") versus ``ppi_py.ppi_mean_ci`` on the same arrays.
@@ -57,6 +58,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads for both libraries")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument(
+        "--problems", default="logistic,mean", help="comma-separated subset of logistic,mean"
+    )
     args = parser.parse_args()
     with threadpool_limits(args.threads):
         run(args)
@@ -70,10 +74,12 @@ def run(args: argparse.Namespace) -> None:
     X, Y, f, X_u, f_u = (data[k] for k in ("X", "Y", "f", "X_u", "f_u"))
     A, pi = np.zeros(args.T, dtype=np.int64), np.ones(args.T)
 
+    wanted = args.problems.split(",")
     small = make_data(2000, 500, args.d, seed=1)  # compile ppi_py's numba helpers untimed
-    ppi_py.ppi_logistic_ci(
-        small["X"], small["Y"], small["f"], small["X_u"], small["f_u"], alpha=0.05
-    )
+    if "logistic" in wanted:
+        ppi_py.ppi_logistic_ci(
+            small["X"], small["Y"], small["f"], small["X_u"], small["f_u"], alpha=0.05
+        )
     ppi_py.ppi_mean_ci(small["Y"], small["f"], small["f_u"], alpha=0.05)
 
     cases = {
@@ -88,6 +94,8 @@ def run(args: argparse.Namespace) -> None:
     }
     results = []
     for name, (ours, theirs) in cases.items():
+        if name not in wanted:
+            continue
         c = compare(
             ours,
             theirs,

@@ -6,8 +6,8 @@ import pytest
 from ppai.sim import LinearContextualBandit, NoisyOracle, ThompsonSampling, simulate
 
 REPS = 200
-# Three Monte-Carlo standard errors of a 95 % coverage estimated from REPS experiments.
-BAND = 3 * np.sqrt(0.95 * 0.05 / REPS)
+# The spec's band (§6.6) for the coverage of a nominal 95 % interval.
+LOW, HIGH = 0.91, 0.98
 
 
 def _coverage(predictor, seed):
@@ -37,15 +37,15 @@ def _coverage(predictor, seed):
 @pytest.mark.parametrize("kind", ["informative", "useless"])
 def test_coverage_within_monte_carlo_error(kind):
     res = _coverage(getattr(NoisyOracle, kind), seed=11)
-    assert abs(res["ppai"][0] - 0.95) <= BAND, res
-    assert abs(res["ipw"][0] - 0.95) <= BAND, res
+    assert LOW <= res["ppai"][0] <= HIGH, res
+    assert LOW <= res["ipw"][0] <= HIGH, res
     width_ratio = res["ppai"][1] / res["ipw"][1]
     if kind == "informative":
         assert width_ratio < 0.8, res
     else:
         assert width_ratio <= 1.02, res  # never materially wider than labeled-only
     # Ignoring the adaptivity (PPI++ on the rounds that played the arm) loses coverage.
-    assert res["naive"][0] < 0.95 - 2 * BAND, res
+    assert res["naive"][0] < LOW - 0.05, res
 
 
 def test_labeled_contexts_in_a_small_pool_keep_coverage_and_narrow():
@@ -70,7 +70,7 @@ def test_labeled_contexts_in_a_small_pool_keep_coverage_and_narrow():
             lo, hi = fit.conf_int()[0]
             out[lc].append((lo <= 0.3 <= hi, hi - lo))
     sep, joint = np.mean(out[False], axis=0), np.mean(out[True], axis=0)
-    assert abs(joint[0] - 0.95) <= BAND, (sep, joint)
+    assert LOW <= joint[0] <= HIGH, (sep, joint)
     assert joint[1] < 0.95 * sep[1], (sep, joint)
 
 
@@ -91,8 +91,10 @@ def test_quantile_inversion_interval_covers_under_adaptivity():
         d = ex.rep(r)
         args = (d["Y"], d["A"], d["propensity"], d["pred_labeled"], d["pred_unlabeled"])
         for name, lam in (("tuned", None), ("ipw", 0.0)):
-            lo, hi = ppai.ppai_quantile_ci(*args, arm=1, q=0.5, lam=lam, method="inversion")
+            lo, hi = ppai.ppai_quantile_ci(
+                *args, arm=1, q=0.5, lam=lam, method="inversion", alpha=0.05
+            )
             out[name].append((lo <= 0.3 <= hi, hi - lo))
     tuned, ipw = np.mean(out["tuned"], axis=0), np.mean(out["ipw"], axis=0)
-    assert abs(tuned[0] - 0.95) <= BAND and abs(ipw[0] - 0.95) <= BAND, (tuned, ipw)
+    assert LOW <= tuned[0] <= HIGH and LOW <= ipw[0] <= HIGH, (tuned, ipw)
     assert tuned[1] < 0.9 * ipw[1], (tuned, ipw)

@@ -47,8 +47,42 @@ def test_lambda_zero_is_the_labeled_only_ipw_estimator(make_bandit):
     T = len(d["Y"])
     flat = dict(d, propensity=np.full(T, 0.5))
     assert _fit("mean", flat, lam=0.0).theta_[0] == pytest.approx(d["Y"][played].mean(), rel=1e-12)
-    lo, hi = ppai.ipw_ci("mean", None, d["Y"], d["A"], d["propensity"], arm=1)
-    np.testing.assert_allclose([lo, hi], fit.conf_int()[0], rtol=1e-12)
+    # Without a pool the Jacobian is the labeled one, the Hájek normaliser ρ̄: ipw_ci's interval.
+    lo, hi = ppai.ipw_ci("mean", None, d["Y"], d["A"], d["propensity"], arm=1, alpha=0.05)
+    resid = rho * (d["Y"] - fit.theta_[0])
+    se_hajek = np.std(resid, ddof=1) / np.sqrt(T) / rho.mean()
+    np.testing.assert_allclose(
+        np.r_[lo, hi], fit.theta_[0] + 1.959963984540054 * se_hajek * np.r_[-1, 1]
+    )
+    # With a pool, λ = 0 is the same labeled-only estimator (labeled Jacobian): one definition.
+    with_pool = _fit("mean", d, lam=0.0)
+    np.testing.assert_allclose(with_pool.conf_int(0.05)[0], np.r_[lo, hi], rtol=1e-12)
+    # For λ ≠ 0 the Jacobian is pooled over all T + N contexts, as PPI++.
+    N = len(d["pred_unlabeled"])
+    H = (T * rho.mean() + N) / (T + N)
+    tiny = _fit("mean", d, lam=1e-12)
+    assert tiny.se_[0] == pytest.approx(np.std(resid, ddof=1) / np.sqrt(T) / H, rel=1e-6)
+
+
+def test_ols_default_form_is_two_regressions(make_bandit):
+    """ppi_py's form: the IPW-weighted rectifier regression plus λ times the pool's regression."""
+    d = make_bandit(1)
+    X, X_u = (
+        np.c_[np.ones(len(d["Y"])), d["X"]],
+        np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"]],
+    )
+    d = dict(d, X=X, X_unlabeled=X_u)
+    rho = (d["A"] == 1) / d["propensity"][:, 1]
+    lam = 0.6
+    f = d["pred_labeled"][:, 1]
+    wls = lambda Z, y, w: np.linalg.solve((Z.T * w) @ Z, Z.T @ (w * y))  # noqa: E731
+    expected = (
+        wls(X, d["Y"] - lam * f, rho)
+        + lam * np.linalg.lstsq(X_u, d["pred_unlabeled"][:, 1], rcond=None)[0]
+    )
+    np.testing.assert_allclose(_fit("ols", d, lam=lam).theta_, expected, rtol=1e-10)
+    joint = _fit(ppai.OLSProblem(form="joint"), d, lam=lam).theta_
+    assert np.max(np.abs(joint - expected)) > 1e-6  # a different (consistent) estimator
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.3, 1.0, "auto"])
@@ -56,9 +90,10 @@ def test_closed_forms_equal_newton(make_bandit, lam):
     d = make_bandit(1)
     X1 = np.c_[np.ones(len(d["Y"])), d["X"]]
     d = dict(d, X=X1, X_unlabeled=np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"]])
-    for name in ("mean", "ols"):
-        closed = _fit(name, d, lam=lam)
-        newton = _fit(NewtonOnly(ppai.problems.resolve_problem(name)), d, lam=lam)
+    joint = ppai.OLSProblem(form="joint")
+    for problem in (ppai.MeanProblem(), joint):
+        closed = _fit(problem, d, lam=lam)
+        newton = _fit(NewtonOnly(problem), d, lam=lam)
         np.testing.assert_allclose(newton.theta_, closed.theta_, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(newton.cov_, closed.cov_, rtol=1e-8)
 
@@ -143,10 +178,16 @@ def test_tuned_variance_never_exceeds_labeled_only(seed, D, T, N, coord):
     else:
         coord = None if coord is None or coord >= D else coord
         pick = (lambda C: np.trace(C)) if coord is None else (lambda C: C[coord, coord])
-    lam = ppai.tune_lambda(stats, coord=coord)
     var = lambda L: ppai.covariance(stats, L)  # noqa: E731
+    # ppi_py's plug-in (ddof=0 cross term) lies between 0 and the minimiser: never worse than 0.
+    lam = ppai.tune_lambda(stats, coord=coord)
     assert pick(var(lam)) <= pick(var(np.zeros(D))) * (1 + 1e-12) + 1e-15
-    # λ̂ is the minimiser over [0, 1]: no grid point does better.
+    # Element mode: no coordinate's variance above its λ = 0 value (issue 26 §1).
+    element = ppai.tune_lambda(stats, mode="element")
+    assert np.all(np.diag(var(element)) <= np.diag(var(np.zeros(D))) * (1 + 1e-12) + 1e-15)
+    # The separate plug-in's λ̂ is the minimiser over [0, 1]: no grid point does better.
+    lam = ppai.tune_lambda(stats, coord=coord, plugin="separate")
+    assert pick(var(lam)) <= pick(var(np.zeros(D))) * (1 + 1e-12) + 1e-15
     grid = [pick(var(np.full(D, g))) for g in np.linspace(0, 1, 101)]
     assert pick(var(lam)) <= min(grid) * (1 + 1e-12) + 1e-15
 
@@ -208,7 +249,7 @@ def test_effect_and_policy_value(make_bandit):
         treatment=1,
         control=0,
     )
-    assert effect == tuned.contrast([1, -1])
+    assert effect == tuned.contrast([1, -1], alpha=0.1)
     assert tuned.lam_ != _fit("mean", d, arm=[1, 0]).lam_  # not the trace's λ
     with pytest.raises(ValueError, match="coord must be an index or 2 finite weights"):
         _fit("mean", d, arm=[1, 0], coord=[1, -1, 0])
@@ -275,14 +316,14 @@ def test_functional_api_matches_the_estimator(make_bandit):
     args = (X1, d["Y"], d["A"], d["propensity"], d["pred_labeled"], X1_u, d["pred_unlabeled"])
     est = ppai.PPAI("ols", target_arm=1).fit(X1, d["A"], d["Y"], *args[3:])
     np.testing.assert_allclose(ppai.ppai_ols_pointestimate(*args, arm=1), est.theta_)
-    np.testing.assert_allclose(np.c_[ppai.ppai_ols_ci(*args, arm=1)], est.conf_int())
+    np.testing.assert_allclose(np.c_[ppai.ppai_ols_ci(*args, arm=1)], est.conf_int(0.1))
     np.testing.assert_allclose(ppai.ppai_ols_pval(*args, arm=1, null=0.1), est.pvalue(0.1))
     Yb = (d["Y"] > 0.3).astype(float)
     fb, fb_u = (d["pred_labeled"] > 0.3) * 0.8 + 0.1, (d["pred_unlabeled"] > 0.3) * 0.8 + 0.1
     bargs = (X1, Yb, d["A"], d["propensity"], fb, X1_u, fb_u)
     lest = ppai.PPAI("logistic", target_arm=1).fit(X1, d["A"], Yb, d["propensity"], fb, X1_u, fb_u)
     np.testing.assert_allclose(ppai.ppai_logistic_pointestimate(*bargs, arm=1), lest.theta_)
-    np.testing.assert_allclose(np.c_[ppai.ppai_logistic_ci(*bargs, arm=1)], lest.conf_int())
+    np.testing.assert_allclose(np.c_[ppai.ppai_logistic_ci(*bargs, arm=1)], lest.conf_int(0.1))
     np.testing.assert_allclose(ppai.ppai_logistic_pval(*bargs, arm=1), lest.pvalue())
     margs = (d["Y"], d["A"], d["propensity"], d["pred_labeled"], d["pred_unlabeled"])
     q = ppai.ppai_quantile_pointestimate(*margs, arm=1, q=0.5)
@@ -305,7 +346,7 @@ def test_functional_api_matches_the_estimator(make_bandit):
         None,
         d["pred_unlabeled"][:, 1],
     )
-    np.testing.assert_allclose([lo, hi], lam.conf_int()[0], rtol=1e-12)
+    np.testing.assert_allclose(np.r_[lo, hi], lam.conf_int(0.1)[0], rtol=1e-12)
 
 
 def test_perfect_predictions_pull_lambda_to_one_and_leave_only_the_pool_variance():

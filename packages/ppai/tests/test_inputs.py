@@ -118,8 +118,12 @@ def test_parameters(d):
         fit(d, weighting="aipw")
     with pytest.raises(ValueError, match="binary outcomes"):
         fit(d, problem="logistic")
+    empty = dict(d, pred_unlabeled=d["pred_unlabeled"][:0], X_unlabeled=d["X_unlabeled"][:0])
     with pytest.raises(ValueError, match="at least 2 unlabeled"):
-        fit(dict(d, pred_unlabeled=d["pred_unlabeled"][:0], X_unlabeled=d["X_unlabeled"][:0]))
+        fit(empty, lam=0.5)
+    with pytest.warns(UserWarning, match="labeled-only estimator"):  # spec §8: N = 0 allowed
+        got = fit(empty)
+    np.testing.assert_array_equal(got.se_, fit(empty, lam=0.0).se_)
     with pytest.raises(ValueError, match="only enough for one target arm"):
         fit(dict(d, pred_unlabeled=d["pred_unlabeled"][:, 1]), arm=[0, 1])
     with pytest.raises(RuntimeError, match="not fitted"):
@@ -134,3 +138,55 @@ def test_quantile_inversion_rejects_what_it_does_not_support(d):
         ppai.ppai_quantile_ci(*args, arm=1, q=0.5, method="bootstrap")
     with pytest.raises(ValueError, match="supports one target arm with weighting 'ipw' or 'none'"):
         ppai.ppai_quantile_ci(*args, arm=1, q=0.5, method="inversion", weighting="sqrt_stabilized")
+
+
+def test_issue_26_bad_inputs_name_the_value(d):
+    """Issue 26 §6: each gets a clear error naming the value."""
+    T = len(d["Y"])
+    with pytest.raises(ValueError, match=r"outcomes that vary: every weighted Y equals 1\.0"):
+        fit(dict(d, Y=np.ones(T)), problem="quantile")
+    X = np.c_[np.ones(T), d["X"][:, 0]]
+    X_u = np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"][:, 0]]
+    probs = 1 / (1 + np.exp(-d["pred_unlabeled"]))
+    sep = dict(d, X=X, X_unlabeled=X_u, Y=(X[:, 1] > 0).astype(float), pred_unlabeled=probs)
+    sep["pred_labeled"] = 1 / (1 + np.exp(-d["pred_labeled"]))
+    with pytest.raises(RuntimeError, match="separated by the covariates"):
+        fit(sep, problem="logistic", lam=0.0)
+    Yb = (d["Y"] > d["Y"].mean()).astype(float)
+    with pytest.raises(ValueError, match=r"probabilities in \[0, 1\]; pred_labeled\[0, 0\] = "):
+        fit(dict(d, Y=Yb, pred_labeled=d["pred_labeled"] + 3.0), problem="logistic")
+    with pytest.raises(ValueError, match=r"pred_unlabeled\[4, 1\] = -0.5"):
+        soft = probs.copy()
+        soft[4, 1] = -0.5
+        fit(
+            dict(d, Y=Yb, pred_labeled=np.clip(d["pred_labeled"], 0, 1), pred_unlabeled=soft),
+            problem="logistic",
+        )
+    for floor in (-1, 1.0, "0.1"):
+        with pytest.raises(ValueError, match="propensity_floor must lie in"):
+            fit(d, propensity_floor=floor)
+    chosen = d["propensity"][np.arange(T), d["A"]].copy()
+    chosen[3] = 1.2
+    with pytest.raises(
+        ValueError, match=r"round 3 \(propensity 1.2\): a probability cannot exceed 1"
+    ):
+        fit(dict(d, propensity=chosen))
+    chosen[3] = 0.0
+    with pytest.raises(ValueError, match="cannot have propensity 0 or less"):
+        fit(dict(d, propensity=chosen))
+
+
+def test_vector_pool_predictions_serve_only_their_arm(d):
+    """A (N,) pool vector is one arm's predictions: a policy needing other arms is told so."""
+    with pytest.raises(ValueError, match="only enough for one target arm"):
+        ppai.PPAI("mean", target_policy=[0.5, 0.5]).fit(
+            None,
+            d["A"],
+            d["Y"],
+            d["propensity"],
+            d["pred_labeled"],
+            None,
+            d["pred_unlabeled"][:, 1],
+        )
+    vec = fit(dict(d, pred_unlabeled=d["pred_unlabeled"][:, 1]))
+    np.testing.assert_allclose(vec.theta_, fit(d).theta_, rtol=1e-13)

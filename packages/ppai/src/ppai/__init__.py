@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from ppai.estimating import Block, ScoreStats, covariance, score_stats, tune_lambda
 from ppai.estimator import PPAI, fit_blocks
 from ppai.functional import (
+    from_obp,
     ipw_ci,
     ppai_effect_ci,
     ppai_logistic_ci,
@@ -45,6 +46,7 @@ __all__ = [
     "__version__",
     "covariance",
     "fit_blocks",
+    "from_obp",
     "ipw_ci",
     "ppai_effect_ci",
     "ppai_logistic_ci",

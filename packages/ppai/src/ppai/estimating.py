@@ -21,12 +21,13 @@ covariance gives contrasts such as treatment effects.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ppai.problems import Array, ZProblem, check_invertible, problem_name
+from ppai.problems import Array, MeanProblem, ZProblem, check_invertible, problem_name
 
 Group = tuple[Array | None, Array, Array, Array]
 
@@ -67,6 +68,31 @@ class Block:
         """N, the number of unlabeled contexts (0 without a pool)."""
         return int(self.f_u[0].shape[0]) if self.f_u else 0
 
+    @functools.cached_property
+    def unit_nu(self) -> bool:
+        """One pool arm with ν ≡ 1 (a target arm): its ν array need not be multiplied in."""
+        return len(self.nu_u) == 1 and bool(np.all(self.nu_u[0] == 1.0))
+
+    @functools.cached_property
+    def unit_weights(self) -> bool:
+        """All labeled weights 1 (no adaptivity, or the PPI++-ignoring-adaptivity baseline)."""
+        return bool(np.all(self.w == 1.0))
+
+    @functools.cached_property
+    def pool_sums(self) -> tuple[float, float, float, float, float]:
+        """For the mean, whose pool score ``u_j = g_j − h_j θ`` is affine in θ (``g = s Σ_a ν_a f_a``,
+        ``h = s Σ_a ν_a``): ``(Σ g, Σ h, Σ g², Σ g h, Σ h²)``, one pass over the pool for every θ."""
+        h: Array | None = None
+        if self.unit_nu:
+            g: Array = self.s * self.f_u[0]
+        else:
+            g = self.s * np.sum([nu * f for f, nu in zip(self.f_u, self.nu_u, strict=True)], axis=0)
+            h = self.s * np.sum(self.nu_u, axis=0)
+        if h is None:
+            n = float(self.n_unlabeled)
+            return float(g.sum()), self.s * n, float(g @ g), self.s * float(g.sum()), self.s**2 * n
+        return float(g.sum()), float(h.sum()), float(g @ g), float(g @ h), float(h @ h)
+
 
 def groups(block: Block, lam: Array) -> list[Group]:
     """The groups whose sum is Ψ_λ (see the module docstring); ``lam`` has length d."""
@@ -74,7 +100,7 @@ def groups(block: Block, lam: Array) -> list[Group]:
     if np.any(lam != 0):
         out.append((block.X, block.f, block.w, -lam))
         out += [
-            (block.X_u, f, block.s * nu, lam)
+            (block.X_u, f, nu if block.s == 1.0 else block.s * nu, lam)
             for f, nu in zip(block.f_u, block.nu_u, strict=True)
             if block.n_unlabeled
         ]
@@ -125,9 +151,11 @@ def newton_solve(
                 break
             t /= 2
         theta, psi = candidate, new_psi
+    reason = getattr(problem, "nonconvergence_reason", "the equation may have no root")
     raise RuntimeError(
         f"Newton's method for the {problem_name(problem)} problem did not converge in {max_iter} "
-        f"iterations (‖Ψ‖ = {np.linalg.norm(psi):.3g}); the equation may have no root"
+        f"iterations (‖Ψ‖ = {np.linalg.norm(psi):.3g}, ‖θ‖ = {np.linalg.norm(theta):.3g}): "
+        f"likely {reason}"
     )
 
 
@@ -146,9 +174,12 @@ def solve(problem: ZProblem, block: Block, lam: Array, theta0: Array | None = No
 class ScoreStats:
     """Plug-in statistics at a fixed θ, stacked over targets (dimension D = Σ d_b).
 
-    ``C_aa``, ``C_ab``, ``C_bb``: centred covariances of the weighted labeled scores
+    ``C_aa``, ``C_ab``, ``C_bb``: centred covariances (``ddof=1``) of the weighted labeled scores
     ``a_t = w_t ψ^Y_t`` and ``b_t = w_t ψ^f_t``; ``V_U``: covariance of ``s ψ̃_j`` on the pool;
-    ``H``: the population Jacobian; ``T``, ``N``: sample sizes.
+    ``H``: the population Jacobian (pooled for λ ≠ 0, labeled for λ = 0, see :func:`block_jacobian`); ``T``, ``N``:
+    sample sizes. ``V_pooled``: the covariance of the labeled and unlabeled prediction scores taken
+    as one sample (``ppi_py``'s estimate), or ``None`` when the two samples do not share a law
+    (non-unit weights: any adaptivity).
     """
 
     C_aa: Array
@@ -158,6 +189,7 @@ class ScoreStats:
     H: Array
     T: int
     N: int
+    V_pooled: Array | None = None
 
     @property
     def H_inv(self) -> Array:
@@ -165,73 +197,171 @@ class ScoreStats:
         return np.asarray(np.linalg.inv(self.H), dtype=float)
 
 
-def _cov(u: Array, v: Array) -> Array:
-    n = u.shape[0]
-    return (u - u.mean(0)).T @ (v - v.mean(0)) / (n - 1)
+def _moments(u: Array) -> tuple[Array, Array]:
+    """Sum and Gram ``(Σ u_i, uᵀu)`` of the rows, in one pass of BLAS (no centred copy)."""
+    return u.sum(0), u.T @ u
 
 
-def _block_stats(problem: ZProblem, block: Block, theta: Array, pooled_jacobian: bool):
+def _cross_cov(n: int, su: Array, sv: Array, uv: Array) -> Array:
+    """``ddof=1`` covariance from sums and the cross-product: ``(uᵀv − n ū v̄ᵀ) / (n − 1)``."""
+    return (uv - np.outer(su, sv) / n) / (n - 1)
+
+
+def _exchangeable(block: Block) -> bool:
+    """Whether labeled and pool prediction scores share a law: unit weights, one pool arm, ν ≡ 1."""
+    return (
+        len(block.f_u) == 1
+        and not block.f_lc
+        and not block.centre
+        and block.s == 1.0
+        and block.unit_weights
+        and block.unit_nu
+    )
+
+
+def _mean_pool_moments(block: Block, theta: Array) -> tuple[Array, Array]:
+    """Sum and Gram of the mean's pool scores ``g − h θ`` from :attr:`Block.pool_sums`."""
+    sg, sh, gg, gh, hh = block.pool_sums
+    t = float(theta[0])
+    return np.array([sg - t * sh]), np.array([[gg - 2 * t * gh + t * t * hh]])
+
+
+def _block_stats(
+    problem: ZProblem, block: Block, theta: Array, with_pool: bool, pooled_h: bool
+) -> tuple[Array, Array, Array | None, Array]:
+    """Labeled scores ``a``, ``b``, pool scores ``u`` (``None`` when not needed) and H."""
     X, w = block.X, block.w
     a = w[:, None] * problem.psi(theta, X, block.Y)
     psi_f = problem.psi(theta, X, block.f)
-    d = a.shape[1]
-    if block.n_unlabeled:
-        psi_u = np.zeros((block.n_unlabeled, d))
-        for f, nu in zip(block.f_u, block.nu_u, strict=True):
-            psi_u += nu[:, None] * problem.psi(theta, block.X_u, f)
-        psi_u_mean = psi_u.mean(0)
-        u = block.s * psi_u
-    else:
-        psi_u_mean = np.zeros(d)
-        u = np.zeros((0, d))
+    u: Array | None = None
+    if block.n_unlabeled and (with_pool or block.centre):
+        u = block.s * problem.psi(theta, block.X_u, block.f_u[0])
+        if not block.unit_nu:
+            u *= block.nu_u[0][:, None]
+        for f, nu in zip(block.f_u[1:], block.nu_u[1:], strict=True):
+            u += block.s * nu[:, None] * problem.psi(theta, block.X_u, f)
     # Square-root stabilised weights: the rectifier's influence is w_t (ψ^f_t − ψ̃̄), see weighting.py.
-    b = w[:, None] * (psi_f - psi_u_mean if block.centre else psi_f)
+    if block.centre and u is not None:
+        psi_f = psi_f - u.mean(0) / block.s
+    b = w[:, None] * psi_f
     if block.f_lc:
         # Labeled contexts in the pool: round t also contributes s_lc Σ_a ν ψ(θ; X_t, f(X_t, a)).
         for f, nu in zip(block.f_lc, block.nu_lc, strict=True):
             b -= block.s_lc * nu[:, None] * problem.psi(theta, X, f)
+    return a, b, u, block_jacobian(problem, block, theta, pooled=pooled_h)
+
+
+def block_jacobian(problem: ZProblem, block: Block, theta: Array, pooled: bool = True) -> Array:
+    """The estimate of the population Jacobian H.
+
+    For λ ≠ 0 (``pooled``), when ∂ψ does not involve y (mean, OLS, logistic) it is averaged over
+    all T + N contexts, as PPI++ does: ``(T H_L + N H_U) / (T + N)`` (with
+    ``include_labeled_contexts`` the pool already spans every context). For λ = 0
+    (``pooled=False``), otherwise, or without a pool, it is the labeled ``H_L``: the labeled-only
+    estimator is then the classical one, the same with or without a pool (:func:`ppai.ipw_ci`) and
+    ``ppi_py``'s at λ = 0.
+    """
+    X, w = block.X, block.w
     H_L = problem.jacobian(theta, X, block.Y, w)
-    outcome_free = not getattr(problem, "jacobian_uses_y", True)
-    if pooled_jacobian and block.n_unlabeled and outcome_free:
-        # ∂ψ does not involve y: estimate the population Jacobian on all T + N contexts (as PPI++).
-        H_U = sum(
-            problem.jacobian(theta, block.X_u, f, block.s * nu)
-            for f, nu in zip(block.f_u, block.nu_u, strict=True)
+    if not pooled or not block.n_unlabeled or getattr(problem, "jacobian_uses_y", True):
+        return np.asarray(H_L, dtype=float)
+    if type(problem) is MeanProblem:
+        H_U = np.array([[-block.pool_sums[1] / block.n_unlabeled]])  # −(1/N) Σ_j s Σ_a ν_a
+    else:
+        H_U = np.sum(
+            [
+                problem.jacobian(theta, block.X_u, f, nu if block.s == 1.0 else block.s * nu)
+                for f, nu in zip(block.f_u, block.nu_u, strict=True)
+            ],
+            axis=0,
         )
-        if block.f_lc:
-            # The pool already spans every context, weighted s = N/(N+T) and s_lc = T/(N+T).
-            H = H_U + sum(
+    if block.f_lc:
+        # The pool already spans every context, weighted s = N/(N+T) and s_lc = T/(N+T).
+        return np.asarray(
+            H_U
+            + sum(
                 problem.jacobian(theta, X, f, block.s_lc * nu)
                 for f, nu in zip(block.f_lc, block.nu_lc, strict=True)
-            )
-        else:
-            T, N = block.n_labeled, block.n_unlabeled
-            H = (T * H_L + N * H_U) / (T + N)
-    else:
-        H = H_L
-    return a, b, u, H
+            ),
+            dtype=float,
+        )
+    T, N = block.n_labeled, block.n_unlabeled
+    return np.asarray((T * H_L + N * H_U) / (T + N), dtype=float)
 
 
 def score_stats(
-    problem: ZProblem, blocks: list[Block], thetas: list[Array], pooled_jacobian: bool
+    problem: ZProblem, blocks: list[Block], thetas: list[Array], with_pool: bool = True
 ) -> ScoreStats:
-    """Plug-in statistics for stacked targets at ``thetas`` (one per block)."""
+    """Plug-in statistics for stacked targets at ``thetas`` (one per block).
+
+    One pass over the pool per block (its scores, their sum and Gram). ``with_pool=False`` is for
+    λ = 0: it skips the pool scores (``V_U`` is then zero; the variance does not involve them) and
+    takes the labeled Jacobian ``H_L`` (the classical labeled-only estimator, see
+    :func:`block_jacobian`).
+    """
+    if (
+        len(blocks) == 1
+        and type(problem) is MeanProblem
+        and blocks[0].n_unlabeled > 1
+        and not blocks[0].centre
+    ):
+        # The mean's pool scores are affine in θ: their moments come from sums kept on the block.
+        blk = blocks[0]
+        a, b, _, H = _block_stats(problem, blk, thetas[0], with_pool=False, pooled_h=with_pool)
+        return _stats(problem, a, b, _mean_pool_moments(blk, thetas[0]), H, blk.n_unlabeled, blocks)
     parts = [
-        _block_stats(problem, b, t, pooled_jacobian) for b, t in zip(blocks, thetas, strict=True)
+        _block_stats(problem, b, t, with_pool, with_pool)
+        for b, t in zip(blocks, thetas, strict=True)
     ]
-    a = np.hstack([p[0] for p in parts])
-    b = np.hstack([p[1] for p in parts])
-    u = np.hstack([p[2] for p in parts])
-    D = a.shape[1]
-    H = np.zeros((D, D))
+    if len(parts) == 1:
+        a, b, u_, H = parts[0]
+    else:
+        a = np.hstack([p[0] for p in parts])
+        b = np.hstack([p[1] for p in parts])
+        us = [p[2] for p in parts]
+        u_ = None if any(x is None for x in us) else np.hstack([x for x in us if x is not None])
+        H = _block_diag([p[3] for p in parts])
+    N = blocks[0].n_unlabeled
+    pool = _moments(u_) if u_ is not None and N > 1 else None
+    return _stats(problem, a, b, pool, H, N, blocks)
+
+
+def _stats(
+    problem: ZProblem,
+    a: Array,
+    b: Array,
+    pool: tuple[Array, Array] | None,
+    H: Array,
+    N: int,
+    blocks: list[Block],
+) -> ScoreStats:
+    """ScoreStats from the labeled scores and the pool scores' sum and Gram (``None``: unused)."""
+    check_invertible(problem, H, "Jacobian")
+    T, D = a.shape
+    sa, aa = _moments(a)
+    sb, bb = _moments(b)
+    C_aa = _cross_cov(T, sa, sa, aa)
+    C_bb = _cross_cov(T, sb, sb, bb)
+    C_ab = _cross_cov(T, sa, sb, a.T @ b)
+    V_U = np.zeros((D, D))
+    V_pooled = None
+    if pool is not None:
+        su, uu = pool
+        V_U = _cross_cov(N, su, su, uu)
+        if all(_exchangeable(blk) for blk in blocks):
+            V_pooled = _cross_cov(T + N, sb + su, sb + su, bb + uu)
+    return ScoreStats(C_aa, C_ab, C_bb, V_U, H, T, N, V_pooled)
+
+
+def _block_diag(mats: list[Array]) -> Array:
+    D = sum(m.shape[0] for m in mats)
+    out = np.zeros((D, D))
     i = 0
-    for p in parts:
-        d = p[3].shape[0]
-        H[i : i + d, i : i + d] = p[3]
+    for m in mats:
+        d = m.shape[0]
+        out[i : i + d, i : i + d] = m
         i += d
-    T, N = a.shape[0], u.shape[0]
-    V_U = _cov(u, u) if N > 1 else np.zeros((D, D))
-    return ScoreStats(_cov(a, a), _cov(a, b), _cov(b, b), V_U, H, T, N)
+    return out
 
 
 def covariance(stats: ScoreStats, lam: Array) -> Array:
@@ -245,23 +375,48 @@ def covariance(stats: ScoreStats, lam: Array) -> Array:
     return (cov + cov.T) / 2
 
 
+LAM_PLUGINS: tuple[str, ...] = ("ppi", "separate")
+
+
+def _tuning_matrices(stats: ScoreStats, plugin: str) -> tuple[Array, Array]:
+    """Numerator and denominator matrices of λ̂ (before the trace or contrast)."""
+    H_inv = stats.H_inv
+    T, N = stats.T, max(stats.N, 1)
+    if plugin == "ppi":
+        # ppi_py._calc_lam_glm: cross term with ddof=0; prediction scores of the two samples pooled
+        # into one variance when they share a law (then (1 + T/N) V_pooled), else kept separate.
+        C_ab = stats.C_ab * (T - 1) / T
+        pred = (
+            (1 + T / N) * stats.V_pooled
+            if stats.V_pooled is not None
+            else stats.C_bb + (T / N) * stats.V_U
+        )
+    elif plugin == "separate":
+        C_ab, pred = stats.C_ab, stats.C_bb + (T / N) * stats.V_U
+    else:
+        raise ValueError(f"lam_plugin must be one of {LAM_PLUGINS}, got {plugin!r}")
+    return H_inv @ (C_ab + C_ab.T) @ H_inv.T, 2 * H_inv @ pred @ H_inv.T
+
+
 def tune_lambda(
     stats: ScoreStats,
     mode: str = "overall",
     coord: int | Sequence[float] | Array | None = None,
     clip: bool = True,
+    plugin: str = "ppi",
 ) -> Array:
-    """The plug-in power-tuning λ̂ (spec §2.3), the exact minimiser of the plug-in variance.
+    """The plug-in power-tuning λ̂ (spec §2.3), the minimiser of the plug-in variance.
 
     ``mode="overall"``: one λ minimising tr Cov(θ̂), or Var(θ̂_coord) when ``coord`` is an index, or
     Var(cᵀθ̂) when ``coord`` is a weight vector ``c`` of length D (a contrast such as an effect);
-    ``mode="element"``: one λ per coordinate from the diagonals, as ``ppi_py``'s ``lam_optim_mode``.
-    With ``clip`` λ̂ is clipped to [0, 1] (the minimiser over [0, 1], by convexity). Returns a vector of
-    length D (constant for ``"overall"``).
+    ``mode="element"``: one λ per coordinate from the diagonals, as ``ppi_py``'s ``lam_optim_mode``;
+    a coordinate whose plug-in variance the vector would raise above its λ = 0 value (the
+    coordinates interact through H⁻¹) gets λ = 0 instead, until none does.
+    ``plugin="ppi"`` (default) is ``ppi_py._calc_lam_glm``'s estimate, to which it reduces exactly
+    without adaptivity; ``"separate"`` keeps ``ddof=1`` and the two samples' variances apart.
+    With ``clip`` λ̂ is clipped to [0, 1]. Returns a vector of length D (constant for ``"overall"``).
     """
-    H_inv = stats.H_inv
-    num_m = H_inv @ (stats.C_ab + stats.C_ab.T) @ H_inv.T
-    den_m = 2 * H_inv @ (stats.C_bb + (stats.T / max(stats.N, 1)) * stats.V_U) @ H_inv.T
+    num_m, den_m = _tuning_matrices(stats, plugin)
     D = stats.H.shape[0]
     if mode == "overall":
         if coord is None:
@@ -270,12 +425,32 @@ def tune_lambda(
             c = contrast_vector(coord, D)
             num, den = c @ num_m @ c, c @ den_m @ c
         lam = np.full(D, num / den if den > 0 else 0.0)
-    elif mode == "element":
-        num_d, den_d = np.diag(num_m), np.diag(den_m)
-        lam = np.divide(num_d, den_d, out=np.zeros(D), where=den_d > 0)
-    else:
+        return np.clip(lam, 0.0, 1.0) if clip else lam
+    if mode != "element":
         raise ValueError(f"mode must be 'overall' or 'element', got {mode!r}")
-    return np.clip(lam, 0.0, 1.0) if clip else lam
+    num_d, den_d = np.diag(num_m), np.diag(den_m)
+    lam = np.divide(num_d, den_d, out=np.zeros(D), where=den_d > 0)
+    lam = np.clip(lam, 0.0, 1.0) if clip else lam
+    return element_fallback(stats, lam)
+
+
+def element_fallback(stats: ScoreStats, lam: Array) -> Array:
+    """Zero λ_k for every coordinate whose plug-in variance λ would raise above its λ = 0 value."""
+    lam = lam.copy()
+    base = np.diag(covariance(stats, np.zeros_like(lam)))
+    while np.any(lam != 0):
+        worse = np.diag(covariance(stats, lam)) > base * (1 + 1e-12)
+        if not worse.any():
+            break
+        lam[zero_where(worse, lam)] = 0.0
+    return lam
+
+
+def zero_where(worse: NDArray[np.bool_], lam: Array) -> NDArray[np.bool_]:
+    """Which λ_k to zero when ``worse`` coordinates widened: theirs, or all when theirs are already 0
+    (they were widened through the others, via H⁻¹). Each step zeroes at least one λ_k."""
+    own = worse & (lam != 0)
+    return own if own.any() else np.ones_like(worse)
 
 
 def contrast_vector(coord: int | Sequence[float] | Array, D: int) -> Array:

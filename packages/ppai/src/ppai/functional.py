@@ -1,8 +1,10 @@
 """A functional API in ``ppi_py``'s style: ``ppai_<problem>_{pointestimate,ci,pval}``.
 
 As in ``ppi_py``, ``lam=None`` tunes λ; ``lam=0`` is the labeled-only IPW estimator, ``lam=1`` plain
-PPI with an IPW rectifier. Intervals are returned as ``(lower, upper)`` arrays (scalars for the mean
-and quantile). Unlike ``ppi_py`` the default ``alpha`` is 0.05 (the spec's default).
+PPI with an IPW rectifier. Return types are ``ppi_py``'s: intervals ``(lower, upper)`` arrays
+(length 1 for one mean), mean estimates and p-values length-1 arrays, a quantile estimate a float
+and its interval a length-2 array. The default ``alpha`` is ``ppi_py``'s 0.1 (90 % intervals); ``lam_optim_mode`` is
+``ppi_py``'s name for the estimator's ``lam_mode``.
 The baselines are here too: :func:`ipw_ci` (labeled-only) and :func:`ppi_ignoring_adaptivity_ci`.
 """
 
@@ -36,8 +38,11 @@ def _fit(
     lam: Lam,
     **kw: Any,
 ) -> PPAI:
+    if "lam_optim_mode" in kw:  # ppi_py's name
+        kw["lam_mode"] = kw.pop("lam_optim_mode")
+    weights = {k: kw.pop(k, None) for k in ("w", "w_unlabeled")}
     return PPAI(problem, target_arm=arm, lam="auto" if lam is None else lam, **kw).fit(
-        X, A, Y, propensity, pred_labeled, X_unlabeled, pred_unlabeled
+        X, A, Y, propensity, pred_labeled, X_unlabeled, pred_unlabeled, **weights
     )
 
 
@@ -45,9 +50,10 @@ def _scalar(values: Array) -> Any:
     return float(values[0]) if values.shape == (1,) else values
 
 
-def _ci(est: PPAI, alpha: float, alternative: Alternative) -> tuple[Any, Any]:
+def _ci(est: PPAI, alpha: float, alternative: Alternative) -> tuple[Array, Array]:
+    """``(lower, upper)`` arrays of length D, as ``ppi_py`` returns (length 1 for one mean)."""
     ci = est.conf_int(alpha, alternative)
-    return _scalar(ci[:, 0]), _scalar(ci[:, 1])
+    return ci[:, 0], ci[:, 1]
 
 
 def ppai_mean_pointestimate(
@@ -60,13 +66,12 @@ def ppai_mean_pointestimate(
     arm: Arm,
     lam: Lam = None,
     **kw: Any,
-) -> float | Array:
-    """PPAI estimate of the mean outcome of ``arm`` (``arm`` may also be a list: a vector of means)."""
-    return _scalar(
-        _fit(
-            "mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw
-        ).theta_
-    )
+) -> Array:
+    """PPAI estimate of the mean outcome of ``arm`` (``arm`` may also be a list: a vector of means);
+    a length-1 array for one arm, as ``ppi_py.ppi_mean_pointestimate``."""
+    return _fit(
+        "mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw
+    ).theta_
 
 
 def ppai_mean_ci(
@@ -77,11 +82,11 @@ def ppai_mean_ci(
     pred_unlabeled: ArrayLike,
     *,
     arm: Arm,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     alternative: Alternative = "two-sided",
     lam: Lam = None,
     **kw: Any,
-) -> tuple[Any, Any]:
+) -> tuple[Array, Array]:
     """PPAI confidence interval for the mean outcome of ``arm``: ``(lower, upper)``."""
     est = _fit("mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw)
     return _ci(est, alpha, alternative)
@@ -99,10 +104,10 @@ def ppai_mean_pval(
     alternative: Alternative = "two-sided",
     lam: Lam = None,
     **kw: Any,
-) -> Any:
-    """PPAI p-value for H0: mean outcome of ``arm`` = ``null``."""
+) -> Array:
+    """PPAI p-value for H0: mean outcome of ``arm`` = ``null`` (a length-1 array, as ``ppi_py``)."""
     est = _fit("mean", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, **kw)
-    return _scalar(est.pvalue(null, alternative))
+    return est.pvalue(null, alternative)
 
 
 def ppai_effect_ci(
@@ -114,7 +119,7 @@ def ppai_effect_ci(
     *,
     treatment: int,
     control: int,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     lam: Lam = None,
     **kw: Any,
 ) -> dict[str, float]:
@@ -150,10 +155,10 @@ def ppai_policy_value_ci(
     target_policy: TargetPolicy,
     X: ArrayLike | None = None,
     X_unlabeled: ArrayLike | None = None,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     lam: Lam = None,
     **kw: Any,
-) -> tuple[float, float]:
+) -> tuple[Array, Array]:
     """PPAI interval for the off-policy value E[Σ_a π_e(a|X) Y(a)] of ``target_policy``.
 
     ``target_policy`` maps contexts to ``(n, K)`` probabilities (pass ``X``/``X_unlabeled``), or is a
@@ -194,7 +199,7 @@ def _regression_api(problem: str, model: str) -> tuple[Callable[..., Any], ...]:
         pred_unlabeled: ArrayLike,
         *,
         arm: Arm,
-        alpha: float = 0.05,
+        alpha: float = 0.1,
         alternative: Alternative = "two-sided",
         lam: Lam = None,
         **kw: Any,
@@ -279,11 +284,11 @@ def ppai_quantile_ci(
     *,
     arm: int,
     q: float,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     lam: Lam = None,
     method: Literal["wald", "inversion"] = "wald",
     **kw: Any,
-) -> tuple[float, float]:
+) -> Array:
     """PPAI interval for the q-quantile of Y(arm).
 
     ``method="wald"``: θ̂ ± z·se with a kernel-density plug-in for the Jacobian. ``"inversion"``:
@@ -297,8 +302,9 @@ def ppai_quantile_ci(
         "quantile", None, Y, A, propensity, pred_labeled, None, pred_unlabeled, arm, lam, q=q, **kw
     )
     if method == "wald":
-        return _ci(est, alpha, "two-sided")
-    return quantile_inversion_interval(est.blocks_[0], q, float(np.mean(est.lam_)), alpha)
+        lo, hi = _ci(est, alpha, "two-sided")
+        return np.array([lo[0], hi[0]])
+    return np.array(quantile_inversion_interval(est.blocks_[0], q, float(np.mean(est.lam_)), alpha))
 
 
 def ipw_ci(
@@ -309,9 +315,9 @@ def ipw_ci(
     propensity: ArrayLike,
     *,
     arm: Arm,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     **kw: Any,
-) -> tuple[Any, Any]:
+) -> tuple[Array, Array]:
     """Baseline: labeled-only IPW Z-estimation (λ = 0; predictions unused)."""
     X_pool = None if X is None else np.asarray(X)[:0]
     est = PPAI(problem, target_arm=arm, lam=0.0, **kw)
@@ -329,10 +335,10 @@ def ppi_ignoring_adaptivity_ci(
     pred_unlabeled: ArrayLike,
     *,
     arm: int,
-    alpha: float = 0.05,
+    alpha: float = 0.1,
     lam: Lam = None,
     **kw: Any,
-) -> tuple[Any, Any]:
+) -> tuple[Array, Array]:
     """Baseline: PPI++ on the rounds that played ``arm``, as if they were an i.i.d. sample.
 
     Propensities are ignored (none are needed); equal to ``ppi_py``'s PPI++ on that subsample.
@@ -341,3 +347,22 @@ def ppi_ignoring_adaptivity_ci(
     est = PPAI(problem, target_arm=arm, lam="auto" if lam is None else lam, weighting="none", **kw)
     est.fit(X, A, Y, np.ones(T), pred_labeled, X_unlabeled, pred_unlabeled)
     return _ci(est, alpha, "two-sided")
+
+
+def from_obp(bandit_feedback: dict[str, Any]) -> dict[str, Any]:
+    """``fit``'s labeled keywords from an ``obp`` bandit-feedback dict.
+
+    obp names the arrays ``context``, ``action``, ``reward`` and ``pscore`` (the logged propensity of
+    the played action); this maps them to ``X``, ``A``, ``Y`` and ``propensity``. Add the predictions
+    and the pool: ``PPAI(...).fit(**from_obp(fb), pred_labeled=..., X_unlabeled=...,
+    pred_unlabeled=...)``.
+    """
+    missing = [k for k in ("action", "reward", "pscore") if k not in bandit_feedback]
+    if missing:
+        raise ValueError(f"bandit_feedback lacks the obp key(s) {missing}")
+    return {
+        "X": bandit_feedback.get("context"),
+        "A": bandit_feedback["action"],
+        "Y": bandit_feedback["reward"],
+        "propensity": bandit_feedback["pscore"],
+    }

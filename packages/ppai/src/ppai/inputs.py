@@ -18,9 +18,9 @@ class AdaptiveData:
     """A validated experiment: T labeled rounds, N unlabeled contexts, K arms.
 
     ``pi`` is the propensity of the played arm, ``f`` the prediction for the played arm, ``f_u`` the
-    ``(N, K)`` predictions on the pool (one column when a single target arm was given as a vector,
-    stored in that arm's column with the others NaN), ``f_all`` the ``(T, K)`` predictions for every
-    arm on the labeled contexts when they were given.
+    ``(N, K)`` predictions on the pool, or the ``(N,)`` predictions for the one arm ``pool_arm`` when
+    they were given as a vector (read them with :meth:`pool_pred`), ``f_all`` the ``(T, K)``
+    predictions for every arm on the labeled contexts when they were given.
     """
 
     X: Array | None
@@ -32,6 +32,18 @@ class AdaptiveData:
     f_u: Array
     K: int
     f_all: Array | None = None
+    pool_arm: int | None = None
+
+    def pool_pred(self, arm: int) -> Array:
+        """The pool's predictions for ``arm`` (length N), or a ValueError when none were given."""
+        if self.pool_arm is None:
+            return self.f_u[:, arm]
+        if arm != self.pool_arm:
+            raise ValueError(
+                f"pred_unlabeled holds predictions for arm {self.pool_arm} only (a vector); arm "
+                f"{arm} needs them too: pass an (N, K) matrix"
+            )
+        return self.f_u
 
     @property
     def T(self) -> int:
@@ -67,14 +79,26 @@ def check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
+def check_floor(floor: float) -> float:
+    """``propensity_floor`` as a float in [0, 1), or a ValueError naming it."""
+    if not isinstance(floor, (int, float, np.floating)) or not 0.0 <= float(floor) < 1.0:
+        raise ValueError(f"propensity_floor must lie in [0, 1), got {floor!r}")
+    return float(floor)
+
+
 def check_propensities(pi: Array, floor: float) -> None:
     """Propensities of the played arms must lie in (0, 1]; below ``floor`` only warns."""
     bad = (pi <= 0) | (pi > 1)
     if bad.any():
         i = int(np.argmax(bad))
+        why = (
+            "a probability cannot exceed 1"
+            if pi[i] > 1
+            else "a played arm cannot have propensity 0 or less"
+        )
         raise ValueError(
             f"propensities must lie in (0, 1]; {int(bad.sum())} do not, the first at round {i} "
-            f"({pi[i]!r}): a played arm cannot have propensity 0"
+            f"(propensity {float(pi[i])!r}): {why}"
         )
     low = int((pi < floor).sum())
     if low:
@@ -168,13 +192,29 @@ def check_data(
         pi = P
     check_propensities(pi, floor)
     f = F[rows, A_] if F.ndim == 2 else F
-    if F_u.ndim == 1:
-        if len(target_arms) != 1:
+    if F_u.ndim == 1 and len(target_arms) != 1:
+        raise ValueError(
+            "pred_unlabeled is a vector, which is only enough for one target arm; give an "
+            f"(N, K) matrix of predictions for every arm (targets: {target_arms or 'a policy'})"
+        )
+    pool_arm = target_arms[0] if F_u.ndim == 1 else None
+    return AdaptiveData(X_, A_, Y_, pi, f, X_u, F_u, K, F if F.ndim == 2 else None, pool_arm)
+
+
+def check_logistic(data: AdaptiveData) -> None:
+    """Binary outcomes, and predictions that are probabilities (soft labels in [0, 1])."""
+    bad_y = (data.Y != 0) & (data.Y != 1)
+    if bad_y.any():
+        i = int(np.argmax(bad_y))
+        raise ValueError(
+            f"the logistic problem needs binary outcomes Y in {{0, 1}}; Y[{i}] = {float(data.Y[i])!r}"
+        )
+    labeled = data.f if data.f_all is None else data.f_all
+    for name, F in (("pred_labeled", labeled), ("pred_unlabeled", data.f_u)):
+        bad = (F < 0) | (F > 1)
+        if bad.any():
+            idx = tuple(int(j) for j in np.argwhere(bad)[0])
             raise ValueError(
-                "pred_unlabeled is a vector, which is only enough for one target arm; give an "
-                f"(N, K) matrix of predictions for every arm (targets: {target_arms or 'a policy'})"
+                f"the logistic problem needs predictions that are probabilities in [0, 1]; "
+                f"{name}{list(idx)} = {float(F[idx])!r} (pass predicted probabilities, not logits)"
             )
-        full = np.full((N, K), np.nan)
-        full[:, target_arms[0]] = F_u
-        F_u = full
-    return AdaptiveData(X_, A_, Y_, pi, f, X_u, F_u, K, F if F.ndim == 2 else None)

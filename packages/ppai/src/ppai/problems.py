@@ -99,11 +99,24 @@ class MeanProblem:
 
 
 class OLSProblem:
-    """Least squares: ψ(θ; x, y) = x (y − xᵀθ), d = p (add a column of ones for an intercept)."""
+    """Least squares: ψ(θ; x, y) = x (y − xᵀθ), d = p (add a column of ones for an intercept).
+
+    ``form="ppi"`` (default): for a scalar λ the point estimate is ``ppi_py``'s sum of two weighted
+    regressions, the rectifier ``G_L⁻¹ (1/T) Σ w_t X_t (Y_t − λ f_t)`` and the imputed
+    ``λ G_P⁻¹ (1/N) Σ_j Σ_a s ν X̃_j f̃_j``, each with its own sample's Gram matrix ``G``; it is
+    consistent for the same θ* and equals ``ppi_py.ppi_ols_pointestimate`` without adaptivity.
+    ``form="joint"``: the root of the joint estimating equation Ψ_λ (spec §2.2), one Gram matrix
+    ``H(λ)``; a per-coordinate λ always uses this form.
+    """
 
     name = "ols"
     jacobian_uses_y = False
     singular_reason = "the covariates are collinear or the target arm has fewer rows than columns"
+
+    def __init__(self, form: str = "ppi") -> None:
+        if form not in ("ppi", "joint"):
+            raise ValueError(f"form must be 'ppi' or 'joint', got {form!r}")
+        self.form = form
 
     def dim(self, X: Array | None) -> int:
         return _require_x(X, self.name).shape[1]
@@ -119,21 +132,37 @@ class OLSProblem:
     def init(self, X: Array | None, Y: Array, w: Array) -> Array:
         return np.zeros(self.dim(X))
 
-    def solve(self, groups: list[tuple[Array | None, Array, Array, Array]]) -> Array:
-        """Closed form (spec §2.2): Σ_g Λ_g (1/n_g) X_gᵀ C_g X_g θ = Σ_g Λ_g (1/n_g) X_gᵀ C_g Y_g.
+    def _normal_equations(self, groups: list[tuple[Array | None, Array, Array, Array]]):
+        """Per group: its Gram ``(1/n) Xᵀ C X`` and moment ``(1/n) Xᵀ (c Y)``."""
+        out = []
+        for X, Y, c, lam in groups:
+            X = _require_x(X, self.name)
+            out.append(((X.T * c) @ X / Y.shape[0], X.T @ (c * Y) / Y.shape[0], lam))
+        return out
 
-        For IPW and scalar λ: ``H(λ) θ = λ (1/N) Σ X̃ f̃ + (1/T) Σ ρ_t X_t (Y_t − λ f_t)`` with
+    def solve(self, groups: list[tuple[Array | None, Array, Array, Array]]) -> Array:
+        """Closed forms. ``groups`` come in :func:`ppai.estimating.groups`' order: labeled outcomes,
+        labeled predictions (the same contexts and weights), then the pool groups.
+
+        Joint (spec §2.2): Σ_g Λ_g G_g θ = Σ_g Λ_g m_g, i.e. for IPW and scalar λ
+        ``H(λ) θ = λ (1/N) Σ X̃ f̃ + (1/T) Σ ρ_t X_t (Y_t − λ f_t)``,
         ``H(λ) = λ (1/N) Σ X̃ X̃ᵀ + (1 − λ) (1/T) Σ ρ_t X_t X_tᵀ``.
         """
-        A = sum(
-            lam[:, None] * ((_require_x(X, self.name).T * c) @ X) / Y.shape[0]
-            for X, Y, c, lam in groups
-        )
-        b = sum(
-            lam * (_require_x(X, self.name).T @ (c * Y)) / Y.shape[0] for X, Y, c, lam in groups
-        )
-        check_invertible(self, A, "Jacobian")
-        return np.linalg.solve(A, b)
+        eqs = self._normal_equations(groups)
+        scalar = all(np.ptp(lam) == 0 for _, _, lam in eqs)
+        if self.form == "joint" or len(eqs) < 3 or not scalar:
+            A = sum(lam[:, None] * G for G, _, lam in eqs)
+            b = sum(lam * m for _, m, lam in eqs)
+            check_invertible(self, A, "Jacobian")
+            return np.asarray(np.linalg.solve(A, b), dtype=float)
+        (G_L, m_Y, _), (_, m_f, lam_f), pool = eqs[0], eqs[1], eqs[2:]
+        G_P = sum(G for G, _, _ in pool)
+        m_P = sum(m for _, m, _ in pool)
+        check_invertible(self, G_L, "labeled Gram matrix")
+        check_invertible(self, G_P, "unlabeled Gram matrix")
+        lam = float(pool[0][2][0])
+        rectifier = np.linalg.solve(G_L, m_Y + float(lam_f[0]) * m_f)
+        return np.asarray(rectifier + lam * np.linalg.solve(G_P, m_P), dtype=float)
 
 
 class LogisticProblem:
@@ -143,6 +172,10 @@ class LogisticProblem:
     jacobian_uses_y = False
     singular_reason = (
         "the covariates are collinear, or the fitted probabilities are all 0 or 1 (separation)"
+    )
+    nonconvergence_reason = (
+        "the outcomes are (quasi-)completely separated by the covariates, so the coefficients "
+        "diverge and the logistic estimate does not exist; drop or merge the separating covariate"
     )
 
     def dim(self, X: Array | None) -> int:
@@ -192,6 +225,12 @@ class QuantileProblem:
         p = np.abs(w) / total
         mean = float(np.sum(p * Y))
         sd = float(np.sqrt(np.sum(p * (Y - mean) ** 2)))
+        used = Y[w != 0]
+        if np.ptp(used) == 0:
+            raise ValueError(
+                f"the quantile problem needs outcomes that vary: every weighted Y equals "
+                f"{float(used[0])!r}, so the density at the quantile (the Jacobian) is undefined"
+            )
         n_eff = total**2 / float(np.sum(w**2))
         h = 1.06 * max(sd, 1e-12) * n_eff ** (-0.2)
         z = (theta[0] - Y) / h

@@ -42,6 +42,7 @@ METHODS: dict[str, dict[str, Any]] = {
 SQRT = "PPAI tuned λ, sqrt-stabilised"
 POLICIES = {
     "ε-greedy 0.1": lambda: EpsilonGreedy(0.1),
+    "ε-greedy 0.05": lambda: EpsilonGreedy(0.05),
     "Thompson clip 0.05": lambda: ThompsonSampling(clip=0.05),
     "UCB clip 0.05": lambda: UCB(clip=0.05),
     "Thompson clip 0.05, context-free": lambda: ThompsonSampling(clip=0.05, contextual=False),
@@ -76,7 +77,7 @@ def run_cell(
     truth = float(env.arm_means()[ARM])
     methods = dict(METHODS)
     if "context-free" in policy:
-        methods[SQRT] = {"weighting": "sqrt_stabilized"}
+        methods[SQRT] = {"weighting": "sqrt_stabilized", "context_free_policy": True}
     rows: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in methods}
     # Simulate in chunks so the unlabeled pools of all replications never sit in memory at once.
     rng = np.random.default_rng(seed)
@@ -252,7 +253,11 @@ def _sweep_figure(report: Report, sweep: dict[str, dict[int, dict[str, Any]]], p
 
 
 def _coverage_claim(
-    report: Report, name: str, cells: dict[tuple[str, str], dict[str, Any]], band: float
+    report: Report,
+    name: str,
+    cells: dict[tuple[str, str], dict[str, Any]],
+    band: float,
+    reps: int,
 ) -> None:
     """Claim: tuned PPAI's coverage lies within ``band`` of 0.95 in every cell.
 
@@ -261,6 +266,13 @@ def _coverage_claim(
     """
     gap = {c: abs(r[TUNED]["coverage"] - 0.95) for c, r in cells.items()}
     (setting, pred) = worst = max(gap, key=gap.__getitem__)
+    # Each cell that misses, with labeled-only IPW on the same experiments beside it: a shortfall
+    # IPW shares is the finite-sample behaviour of heavy-tailed weights, not of the predictions.
+    missed = "; ".join(
+        f"{c[0]} / {c[1]}: {cells[c][TUNED]['coverage']:.3f} (IPW {cells[c][IPW]['coverage']:.3f})"
+        for c, g in gap.items()
+        if g > band
+    )
     report.claim(
         name,
         "coverage of 95% CI (cell furthest from nominal)",
@@ -270,8 +282,10 @@ def _coverage_claim(
         tolerance=band,
         baseline_name="nominal",
         held=all(g <= band for g in gap.values()),
-        note=f"band ±3 MC s.e. = ±{band:.3f}; worst: {setting} with {pred} predictions "
-        f"(labeled-only IPW on the same experiments: {cells[worst][IPW]['coverage']:.3f})",
+        note=f"band ±2 MC s.e. = ±{band:.3f} ({reps} experiments per cell); worst: {setting} "
+        f"with {pred} predictions (labeled-only IPW on the same experiments: "
+        f"{cells[worst][IPW]['coverage']:.3f}); cells outside the band: {missed or 'none'}",
+        samples=reps,
     )
 
 
@@ -354,7 +368,7 @@ def _claims(
     reps: int,
 ) -> None:
     """The abstract's claims, computed from the cells, the other targets and the settings grid."""
-    band = 3 * float(np.sqrt(0.95 * 0.05 / reps))  # 3 Monte-Carlo s.e. of a 95 % coverage
+    band = 2 * float(np.sqrt(0.95 * 0.05 / reps))  # the spec's ±2 Monte-Carlo s.e. (§5(i))
     tuned = {c: r[TUNED] for c, r in results.items()}
     ipw = {c: r[IPW] for c, r in results.items()}
     inf = [c for c in results if c[1] == "informative"]
@@ -366,8 +380,10 @@ def _claims(
         for (pol, env_name, n, q), r in grid.items()
         if pol != NON_STABILISING
     }
-    _coverage_claim(report, "tuned PPAI keeps nominal coverage (every cell)", results, band)
-    _coverage_claim(report, "tuned PPAI keeps nominal coverage on the other targets", other, band)
+    _coverage_claim(report, "tuned PPAI keeps nominal coverage (every cell)", results, band, reps)
+    _coverage_claim(
+        report, "tuned PPAI keeps nominal coverage on the other targets", other, band, reps
+    )
     _width_claim(report, "on the other targets", other)
     if floored:
         _coverage_claim(
@@ -375,6 +391,7 @@ def _claims(
             "tuned PPAI keeps nominal coverage on the settings grid (floored policy)",
             floored,
             band,
+            reps,
         )
         _width_claim(report, "on the settings grid", floored)
     report.claim(
@@ -423,14 +440,15 @@ def _claims(
         naive,
         0.95 - band,
         direction="lower",
-        baseline_name="nominal − 3 MC s.e.",
+        baseline_name="nominal − 2 MC s.e.",
     )
 
 
 def run(args: ReproduceArgs) -> Report:
     T = args.pick(smoke=200, quick=2000, full=4000)
     N = 5 * T
-    reps = args.pick(smoke=20, quick=500, full=1000)
+    # --full: 2000 experiments per headline cell (MC s.e. 0.005 of a 95 % coverage); --quick 500.
+    reps = args.pick(smoke=20, quick=500, full=2000)
     policies = args.pick(
         smoke=["ε-greedy 0.1", "Thompson clip 0.05, context-free"],
         quick=list(POLICIES),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -53,9 +53,7 @@ def _arm_block(data: AdaptiveData, arm: int, weighting: str, stabilizer: Array) 
     played = np.equal(data.A, arm)
     if not played.any():
         raise ValueError(f"no labeled samples for arm {arm}: it was never played")
-    f_u = data.f_u[:, arm]
-    if data.N and np.isnan(f_u).any():
-        raise ValueError(f"pred_unlabeled has no predictions for target arm {arm}")
+    f_u = data.pool_pred(arm)
     ones = (np.ones(data.N),)
     if weighting == "none":
         X = None if data.X is None else data.X[played]
@@ -105,18 +103,13 @@ def build_blocks(
         nu_u = policy_matrix(target_policy, data.X_u, data.N, data.K, "the unlabeled contexts")
         w = nu_l[np.arange(data.T), data.A] / data.pi
         arms = [a for a in range(data.K) if nu_u[:, a].any() or nu_l[:, a].any()]
-        missing = [a for a in arms if data.N and np.isnan(data.f_u[:, a]).any()]
-        if missing:
-            raise ValueError(
-                f"pred_unlabeled has no predictions for arm(s) {missing} of the target policy"
-            )
         block = Block(
             data.X,
             data.Y,
             data.f,
             w,
             data.X_u,
-            tuple(data.f_u[:, a] for a in arms),
+            tuple(data.pool_pred(a) for a in arms),
             tuple(nu_u[:, a] for a in arms),
         )
         return (
@@ -151,3 +144,50 @@ def build_blocks(
             for b, a in zip(blocks, target_arms, strict=True)
         ]
     return blocks
+
+
+def _sample_weights(w: Any, n: int, name: str) -> Array | None:
+    """``ppi_py``'s sample weights: ``None``, or n finite non-negative values scaled to sum to n."""
+    if w is None:
+        return None
+    arr = np.asarray(w, dtype=float)
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) (one weight per row), got {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or not arr.sum() > 0:
+        raise ValueError(f"{name} must be finite, non-negative and not all zero, got {w!r}")
+    return arr / arr.sum() * n
+
+
+def with_sample_weights(
+    blocks: list[Block],
+    data: AdaptiveData,
+    w: Any,
+    w_unlabeled: Any,
+    *,
+    weighting: str,
+    target_arms: Sequence[int] = (),
+) -> list[Block]:
+    """Multiply ``ppi_py``-style sample weights into the blocks: ``w`` (length T) into the labeled
+    weights, ``w_unlabeled`` (length N) into the pool's ν. Each is first scaled to sum to its sample
+    size, as ``ppi_py`` does (on the played rounds for ``weighting="none"``)."""
+    wl = _sample_weights(w, data.T, "w")
+    wu = _sample_weights(w_unlabeled, data.N, "w_unlabeled")
+    if wl is None and wu is None:
+        return blocks
+    if weighting == "sqrt_stabilized":
+        raise ValueError("sample weights w/w_unlabeled need weighting='ipw' or 'none'")
+    out = []
+    for i, b in enumerate(blocks):
+        wb = wl
+        if wl is not None and weighting == "none":
+            sub = wl[np.equal(data.A, target_arms[i])]
+            wb = sub / sub.sum() * sub.shape[0]
+        out.append(
+            dataclasses.replace(
+                b,
+                w=b.w if wb is None else b.w * wb,
+                nu_u=b.nu_u if wu is None else tuple(nu * wu for nu in b.nu_u),
+                nu_lc=b.nu_lc if wl is None else tuple(nu * wl for nu in b.nu_lc),
+            )
+        )
+    return out
