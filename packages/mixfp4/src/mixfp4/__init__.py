@@ -2,7 +2,9 @@
 
 Quantizers return a packed container (two 4-bit codes per byte, E4M3 scale bytes with the MixFP4
 format flag in bit 7, FP32 tensor scale); ``dequantize`` and ``fake_quantize`` decode it; ``quantize_``
-swaps a model's linear layers for packed ones; ``mixfp4_mm`` multiplies through E2M2 products.
+swaps a model's linear layers for packed ones (or QAT ones); ``mixfp4_mm`` multiplies through E2M2
+products. The quantizers live in :mod:`mixfp4.quantizers` (not ``mixfp4.quantize``, which is the
+function).
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -14,11 +16,13 @@ from mixfp4.formats import E1M2, E2M1, E2M2, E4M3, FloatFormat
 from mixfp4.nn import (
     MixFP4DynamicActivationMixFP4WeightConfig,
     MixFP4Linear,
+    MixFP4QATConfig,
+    MixFP4QATLinear,
     MixFP4WeightOnlyConfig,
     quantize_,
 )
 from mixfp4.packed import MX4Packed
-from mixfp4.quantize import (
+from mixfp4.quantizers import (
     SELECTORS,
     dequantize,
     quantize,
@@ -43,6 +47,8 @@ __all__ = [
     "MX4Packed",
     "MixFP4DynamicActivationMixFP4WeightConfig",
     "MixFP4Linear",
+    "MixFP4QATConfig",
+    "MixFP4QATLinear",
     "MixFP4WeightOnlyConfig",
     "__version__",
     "dequantize",
