@@ -70,8 +70,13 @@ def mixfp4_mm(
     nb = codes_a.shape[-1] // bs
     va = E2M2.decode(codes_a).reshape(a.shape[0], nb, bs)
     vb = E2M2.decode(codes_b).reshape(b.shape[0], nb, bs)
-    # [M, N, nb] exact block dot products of E2M2 values
-    partial = torch.einsum("mkb,nkb->mnk", va, vb)
-    scaled = partial * (mult_a.unsqueeze(1) * mult_b.unsqueeze(0))
-    out = scaled.sum(-1) * (a.tensor_scale.float() * b.tensor_scale.float())
+    out = torch.empty(a.shape[0], b.shape[0], dtype=torch.float32, device=va.device)
+    # Row chunks of a: each builds an [m, N, nb] tensor of exact block dot products of E2M2 values
+    # (two of them, with the scaled copy), bounded by the decoded operands' size.
+    step = max(1, (va.numel() + vb.numel()) // max(1, 2 * b.shape[0] * nb))
+    for i in range(0, a.shape[0], step):
+        partial = torch.einsum("mkb,nkb->mnk", va[i : i + step], vb)
+        partial *= mult_a[i : i + step].unsqueeze(1) * mult_b.unsqueeze(0)
+        torch.sum(partial, -1, out=out[i : i + step])
+    out *= a.tensor_scale.float() * b.tensor_scale.float()
     return out.to(out_dtype)

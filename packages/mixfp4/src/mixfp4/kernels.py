@@ -4,7 +4,7 @@ Each program takes ``ROWS`` blocks of ``BLOCK`` elements, keeps them in register
 absmax, the E4M3 scale and the 4-bit codes of the E2M1 candidate and of the E1M2 candidate, their
 block errors (float64, as the reference), and writes the chosen codes packed two per byte and the
 flagged scale byte. The torch reference in
-:mod:`mixfp4.quantize` is the oracle: the parity test asks for identical bits.
+:mod:`mixfp4.quantizers` is the oracle: the parity test asks for identical bits.
 
 Rounding without a table: every grid here is a piecewise-uniform float grid, so round-to-nearest-even
 is ``rint(a / quantum) · quantum`` with the binade's quantum, and ``rint`` is the float32
@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from mixfp4.formats import E1M2
-from mixfp4.quantize import SCALE_MINS, SELECTORS
+from mixfp4.quantizers import SCALE_MINS, SELECTORS
 from shared_core.kernels import HAS_TRITON, autotune_configs
 
 __all__ = ["mixfp4_quantize_triton"]
