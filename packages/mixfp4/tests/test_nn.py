@@ -215,3 +215,34 @@ def test_peft_lora_trains_on_a_mixfp4_base():
     assert len(layers) == 2
     for p, layer in zip(base, layers, strict=True):
         assert p.equal(layer.packed)  # the quantized base did not move
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "mixfp4"])
+def test_compressed_tensors_checkpoint_round_trips_bit_identically(tmp_path, fmt):
+    model = mixfp4.quantize_(_mlp(), mixfp4.MixFP4WeightOnlyConfig(fmt=fmt))
+    path = tmp_path / "ct.safetensors"
+    config = mixfp4.save_compressed_tensors(model, path)
+    assert config["format"] == f"{fmt}-pack-quantized"
+    from safetensors.torch import load_file
+
+    raw = load_file(str(path))
+    assert raw["0.weight_packed"].dtype == torch.uint8
+    assert raw["0.weight_scale"].dtype == torch.float8_e4m3fn
+    # the global scale is the divisor: q * weight_scale / global_scale decodes the weight
+    w = model[0].dequantize_weight()
+    codes = raw["0.weight_packed"]
+    flags = (raw["0.weight_scale"].view(torch.uint8) >> 7).bool()
+    assert bool(flags.any()) == (fmt == "mixfp4")
+    if fmt == "nvfp4":
+        from mixfp4.formats import E2M1
+        from mixfp4.packed import unpack_nibbles
+
+        s = raw["0.weight_scale"].float() / raw["0.weight_global_scale"]
+        ct = (E2M1.decode(unpack_nibbles(codes)).reshape(64, 3, 16) * s.unsqueeze(-1)).reshape(
+            64, 48
+        )
+        torch.testing.assert_close(ct[:, :40], w, rtol=2e-7, atol=0)
+    fresh = mixfp4.load_compressed_tensors(_mlp(seed=5), path)
+    for i in (0, 2):
+        assert fresh[i].packed.equal(model[i].packed)
+    assert torch.equal(fresh(_x()), model(_x()))

@@ -10,6 +10,7 @@ function).
 from importlib.metadata import PackageNotFoundError, version
 
 from mixfp4 import formats, layout
+from mixfp4.compressed_tensors import load_compressed_tensors, save_compressed_tensors
 from mixfp4.datapath import mixfp4_mm
 from mixfp4.fake_quant import fake_quantize
 from mixfp4.formats import E1M2, E2M1, E2M2, E4M3, FloatFormat
@@ -55,6 +56,7 @@ __all__ = [
     "fake_quantize",
     "formats",
     "layout",
+    "load_compressed_tensors",
     "load_packed",
     "load_quantized",
     "mixfp4_mm",
@@ -63,6 +65,7 @@ __all__ = [
     "quantize_mixfp4",
     "quantize_mxfp4",
     "quantize_nvfp4",
+    "save_compressed_tensors",
     "save_packed",
     "save_quantized",
 ]
