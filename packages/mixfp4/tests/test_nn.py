@@ -154,6 +154,8 @@ def test_quantized_layer_is_an_nn_linear_with_its_weight_in_parameters():
     names = dict(model.named_parameters())
     assert names["0.weight"] is layer.weight and names["0.weight"].dtype == torch.uint8
     assert (layer.in_features, layer.out_features) == (40, 64)
+    with pytest.raises(RuntimeError, match="cannot be re-initialised"):
+        layer.reset_parameters()
     # a second quantize_ does not re-quantize packed layers
     again = mixfp4.quantize_(model, mixfp4.MixFP4WeightOnlyConfig(fmt="nvfp4"))
     assert again[0] is layer

@@ -151,6 +151,13 @@ class MixFP4Linear(nn.Linear):
             e1m2_mode=self.e1m2_mode,
         )
 
+    def reset_parameters(self) -> None:
+        """Refuse: initialisers written for float ``nn.Linear`` weights would scribble on the codes."""
+        raise RuntimeError(
+            "a MixFP4Linear holds packed uint8 codes and cannot be re-initialised; initialise the "
+            "float model before mixfp4.quantize_"
+        )
+
     def dequantize_weight(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         """The decoded weight ``[out_features, in_features]`` (default: the original weight's dtype)."""
         return dequantize(self.packed, dtype or self.dtype)
