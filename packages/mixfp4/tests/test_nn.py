@@ -219,9 +219,19 @@ def test_peft_lora_trains_on_a_mixfp4_base():
         assert p.equal(layer.packed)  # the quantized base did not move
 
 
+def _ct_mlp(seed=0):
+    """An MLP whose input widths are whole 16-blocks (compressed-tensors has no padded layout)."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(48, 64), nn.GELU(), nn.Linear(64, 8, bias=False))
+
+
+def _ct_x():
+    return torch.randn(5, 48, generator=torch.Generator().manual_seed(1))
+
+
 @pytest.mark.parametrize("fmt", ["nvfp4", "mixfp4"])
 def test_compressed_tensors_checkpoint_round_trips_bit_identically(tmp_path, fmt):
-    model = mixfp4.quantize_(_mlp(), mixfp4.MixFP4WeightOnlyConfig(fmt=fmt))
+    model = mixfp4.quantize_(_ct_mlp(), mixfp4.MixFP4WeightOnlyConfig(fmt=fmt))
     path = tmp_path / "ct.safetensors"
     config = mixfp4.save_compressed_tensors(model, path)
     assert config["format"] == f"{fmt}-pack-quantized"
@@ -229,6 +239,7 @@ def test_compressed_tensors_checkpoint_round_trips_bit_identically(tmp_path, fmt
 
     raw = load_file(str(path))
     assert raw["0.weight_packed"].dtype == torch.uint8
+    assert raw["0.weight_packed"].shape == (64, 24)
     assert raw["0.weight_scale"].dtype == torch.float8_e4m3fn
     # the global scale is the divisor: q * weight_scale / global_scale decodes the weight
     w = model[0].dequantize_weight()
@@ -243,8 +254,59 @@ def test_compressed_tensors_checkpoint_round_trips_bit_identically(tmp_path, fmt
         ct = (E2M1.decode(unpack_nibbles(codes)).reshape(64, 3, 16) * s.unsqueeze(-1)).reshape(
             64, 48
         )
-        torch.testing.assert_close(ct[:, :40], w, rtol=2e-7, atol=0)
-    fresh = mixfp4.load_compressed_tensors(_mlp(seed=5), path)
+        torch.testing.assert_close(ct, w, rtol=2e-7, atol=0)
+    fresh = mixfp4.load_compressed_tensors(_ct_mlp(seed=5), path)
     for i in (0, 2):
         assert fresh[i].packed.equal(model[i].packed)
-    assert torch.equal(fresh(_x()), model(_x()))
+    assert torch.equal(fresh(_ct_x()), model(_ct_x()))
+
+
+def test_compressed_tensors_export_refuses_a_padded_input_width(tmp_path):
+    # in_features=40 is padded to 48 in our codes; compressed-tensors would read a [64, 48] weight.
+    model = mixfp4.quantize_(_mlp(), mixfp4.MixFP4WeightOnlyConfig(fmt="nvfp4"))
+    with pytest.raises(ValueError, match="in_features divisible by 16, got 40"):
+        mixfp4.save_compressed_tensors(model, tmp_path / "ct.safetensors")
+    # leaving the odd layer out is the way through
+    model = mixfp4.quantize_(
+        _mlp(), mixfp4.MixFP4WeightOnlyConfig(fmt="nvfp4"), filter_fn=lambda m, fqn: fqn == "2"
+    )
+    assert mixfp4.save_compressed_tensors(model, tmp_path / "ct.safetensors")["ignore"] == ["0"]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 300.0])
+def test_compressed_tensors_own_nvfp4_decompressor_reads_our_export(tmp_path, scale):
+    """compressed-tensors' NVFP4PackedCompressor decodes our file to our weight: bit-identical in
+    bf16 (its default dtype); in fp32 within 2 ulp: it rounds ``weight_scale / (1 / s_t)``, then the
+    product, where we round ``s_t * weight_scale``, then the product."""
+    nvfp4 = pytest.importorskip("compressed_tensors.compressors.nvfp4.base")
+    quantization = pytest.importorskip("compressed_tensors.quantization")
+    from compressed_tensors.quantization.lifecycle.forward import dequantize as ct_dequantize
+    from safetensors.torch import load_file
+
+    model = _ct_mlp()
+    with torch.no_grad():
+        model[0].weight.mul_(scale)
+    mixfp4.quantize_(model, mixfp4.MixFP4WeightOnlyConfig(fmt="nvfp4"))
+    path = tmp_path / "ct.safetensors"
+    config = mixfp4.save_compressed_tensors(model, path)
+    assert quantization.QuantizationConfig.model_validate(config).format == "nvfp4-pack-quantized"
+    args = quantization.QuantizationArgs(**config["config_groups"]["group_0"]["weights"])
+    scheme = quantization.QuantizationScheme(targets=["Linear"], weights=args)
+    raw = load_file(str(path))
+    for i in (0, 2):
+        local = {k.split(".", 1)[1]: v for k, v in raw.items() if k.startswith(f"{i}.")}
+        ours = model[i].dequantize_weight()
+        theirs = nvfp4.NVFP4PackedCompressor.decompress(local, scheme)["weight"]
+        assert theirs.dtype == torch.bfloat16 and theirs.shape == ours.shape
+        assert torch.equal(theirs, ours.bfloat16())
+        # fp32: the same decode at full precision, two differently rounded products apart
+        q = nvfp4.unpack_fp4_from_uint8(local["weight_packed"], *ours.shape, dtype=torch.float32)
+        fp32 = ct_dequantize(
+            x_q=q,
+            scale=local["weight_scale"].float(),
+            args=args,
+            global_scale=local["weight_global_scale"],
+            dtype=torch.float32,
+        )
+        ulp = (fp32.view(torch.int32) - ours.view(torch.int32)).abs().max()
+        assert int(ulp) <= 2

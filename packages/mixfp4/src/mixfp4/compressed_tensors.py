@@ -58,8 +58,9 @@ def to_compressed_tensors(
     """``(state_dict, quantization_config, tensor-scale bits per layer)`` of a quantized ``model``.
 
     Every :class:`MixFP4Linear` must hold NVFP4 or int-mode MixFP4 with 16-element blocks, all of
-    one format; the other modules' tensors are passed through and plain ``nn.Linear`` names listed
-    under ``ignore``.
+    one format, and have ``in_features`` divisible by 16 (compressed-tensors has no padded layout);
+    the other modules' tensors are passed through and plain ``nn.Linear`` names listed under
+    ``ignore``.
     """
     layers = {fqn: m for fqn, m in model.named_modules() if isinstance(m, MixFP4Linear)}
     if not layers:
@@ -74,6 +75,14 @@ def to_compressed_tensors(
             raise ValueError(
                 f"layer {fqn!r}: export needs block_size=16 and e1m2_mode='int', got "
                 f"{m.block_size} and {m.e1m2_mode!r}"
+            )
+        if m.in_features % 16:
+            # Our codes are zero-padded to a whole block; compressed-tensors has no padded layout
+            # (its reader infers in_features = 2 * weight_packed columns and refuses partial
+            # groups), so a padded tensor would load with the wrong shape.
+            raise ValueError(
+                f"layer {fqn!r}: compressed-tensors needs in_features divisible by 16, got "
+                f"{m.in_features}; leave this layer unquantized (quantize_'s filter_fn)"
             )
     state: dict[str, torch.Tensor] = {}
     bits: dict[str, int] = {}
