@@ -174,3 +174,24 @@ def test_a_calibrated_scale_that_flushes_every_block_to_zero_warns():
         warnings.simplefilter("error")
         mixfp4.quantize_nvfp4(x, tensor_scale=float(x.abs().max()) / 2688)
         mixfp4.quantize_nvfp4(torch.zeros(2, 16), tensor_scale=1.0)  # nothing to flush
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_dequantize_to_an_integer_dtype_is_a_type_error(dtype):
+    packed = mixfp4.quantize_mixfp4(_x())
+    with pytest.raises(TypeError, match="float16, bfloat16, float32 or float64, got torch"):
+        mixfp4.dequantize(packed, dtype)
+
+
+def test_dequantize_dtype_given_as_a_string_is_named():
+    with pytest.raises(TypeError, match="torch.dtype such as torch.float16, got str 'float16'"):
+        mixfp4.dequantize(mixfp4.quantize_mixfp4(_x()), "float16")
+
+
+@pytest.mark.parametrize("cfg", [mixfp4.MixFP4WeightOnlyConfig(), mixfp4.MixFP4QATConfig()])
+def test_quantized_layers_refuse_integer_inputs_as_nn_linear_does(cfg):
+    model = mixfp4.quantize_(torch.nn.Sequential(torch.nn.Linear(32, 8)), cfg)
+    with pytest.raises((TypeError, RuntimeError)):
+        torch.nn.Linear(32, 8)(torch.ones(2, 32, dtype=torch.long))  # the reference behaviour
+    with pytest.raises((TypeError, RuntimeError), match="float|Long"):
+        model(torch.ones(2, 32, dtype=torch.long))

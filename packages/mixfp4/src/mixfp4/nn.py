@@ -163,6 +163,12 @@ class MixFP4Linear(nn.Linear):
         return dequantize(self.packed, dtype or self.dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            # as nn.Linear refuses them: decoding the weight to an integer dtype would truncate it
+            raise TypeError(
+                "MixFP4Linear expects a floating-point input, got "
+                f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}"
+            )
         w = self.dequantize_weight(x.dtype)
         if self.act is not None:
             fmt, kwargs = self.act

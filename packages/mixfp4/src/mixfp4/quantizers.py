@@ -79,6 +79,19 @@ def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
     return x.detach().float()
 
 
+def _check_output_dtype(dtype: Any) -> None:
+    """A decode target must be a floating ``torch.dtype``: an integer one would truncate values."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype must be a torch.dtype such as torch.float16, got {type(dtype).__name__} {dtype!r}"
+        )
+    if dtype not in _ACCEPTED:
+        raise TypeError(
+            f"dtype must be float16, bfloat16, float32 or float64, got {dtype} "
+            "(decoded values are not integers)"
+        )
+
+
 def _check_block_size(
     block_size: Any, standard: int, strict: bool, fmt: str, stacklevel: int
 ) -> int:
@@ -675,6 +688,7 @@ def dequantize(
     """
     if not isinstance(packed, MX4Packed):
         raise TypeError(f"dequantize expects an MX4Packed, got {type(packed).__name__}")
+    _check_output_dtype(dtype)
     _choice("nan_policy", nan_policy, NAN_POLICIES)
     if nan_policy == "raise":
         nan = packed.nan_blocks()
