@@ -184,7 +184,7 @@ def test_dequantize_to_an_integer_dtype_is_a_type_error(dtype):
 
 
 def test_dequantize_dtype_given_as_a_string_is_named():
-    with pytest.raises(TypeError, match="torch.dtype such as torch.float16, got str 'float16'"):
+    with pytest.raises(TypeError, match=r"torch\.dtype such as torch\.float16, got str 'float16'"):
         mixfp4.dequantize(mixfp4.quantize_mixfp4(_x()), "float16")
 
 
@@ -193,5 +193,5 @@ def test_quantized_layers_refuse_integer_inputs_as_nn_linear_does(cfg):
     model = mixfp4.quantize_(torch.nn.Sequential(torch.nn.Linear(32, 8)), cfg)
     with pytest.raises((TypeError, RuntimeError)):
         torch.nn.Linear(32, 8)(torch.ones(2, 32, dtype=torch.long))  # the reference behaviour
-    with pytest.raises((TypeError, RuntimeError), match="float|Long"):
+    with pytest.raises((TypeError, RuntimeError), match=r"float|Long"):
         model(torch.ones(2, 32, dtype=torch.long))
