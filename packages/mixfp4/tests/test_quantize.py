@@ -416,12 +416,25 @@ def test_chunked_reference_equals_one_pass(monkeypatch):
         )
         for k in mixfp4.SELECTORS
     }
-    monkeypatch.setattr(quantizers, "chunk_blocks", lambda n: 7)
+    decoded = {k: mixfp4.dequantize(p) for k, p in whole.items()}
+    monkeypatch.setattr(quantizers, "chunk_blocks", lambda n, itemsize=4: 7)
     for k, p in whole.items():
         again = mixfp4.quantize_mixfp4(
             x, selector=k, rounding="stochastic", generator=torch.Generator().manual_seed(0)
         )
         assert again.equal(p)
+        assert torch.equal(mixfp4.dequantize(again), decoded[k])  # one row per decode chunk
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("fmt", ["mixfp4", "nvfp4", "mxfp4"])
+def test_any_float_input_quantizes_as_its_float32_cast(monkeypatch, dtype, fmt):
+    # The quantizers cast chunk by chunk (no whole float32 copy): the bits must not change.
+    from mixfp4 import quantizers
+
+    monkeypatch.setattr(quantizers, "chunk_blocks", lambda n, itemsize=4: 5)
+    x = (_randn(24, 96, seed=8) * torch.exp(_randn(24, 1, seed=9))).to(dtype)
+    assert mixfp4.quantize(x, fmt).equal(mixfp4.quantize(x.float(), fmt))
 
 
 def test_chunked_mm_equals_one_einsum():

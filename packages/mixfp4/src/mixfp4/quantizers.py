@@ -65,7 +65,9 @@ def _choice(name: str, value: Any, options: Sequence[Any]) -> None:
 
 
 def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
-    """float32 view of ``x`` after the dtype and shape checks (NaN/Inf: :func:`_block_amax`)."""
+    """``x`` detached, in its own dtype, after the dtype and shape checks (NaN/Inf:
+    :func:`_block_amax`). The quantizers cast to float32 chunk by chunk: a whole float32 copy of a
+    bf16 weight would double its memory (the ≤ 3× target)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _ACCEPTED:
@@ -76,7 +78,7 @@ def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
     if x.ndim == 0 or x.shape[-1] == 0:
         raise ValueError(f"x needs a non-empty last dimension to block, got shape {tuple(x.shape)}")
     _choice("nan_policy", nan_policy, NAN_POLICIES)
-    return x.detach().float()
+    return x.detach()
 
 
 def _check_output_dtype(dtype: Any) -> None:
@@ -150,7 +152,7 @@ def _block_amax(
     bad = None
     if nan_policy == "propagate":
         x, bad = _finite_part(x, block_size)
-    amax = block_absmax(x, block_size, backend="torch")
+    amax = _chunked_absmax(x, block_size)
     if nan_policy == "raise":
         require(
             torch.isfinite(amax),
@@ -159,6 +161,19 @@ def _block_amax(
             lambda: f" ({int((~torch.isfinite(x)).sum())} values)",
         )
     return x, amax, bad
+
+
+def _chunked_absmax(x: torch.Tensor, block_size: int) -> torch.Tensor:
+    """float32 block maxima of ``x`` (any float dtype), a chunk of blocks at a time: the reference
+    casts and takes ``abs`` of its whole input. Exact: rounding to float32 is monotone, so the
+    maximum of the rounded values is the rounded maximum."""
+    flat = x.reshape(-1, block_size)
+    step = chunk_blocks(flat.shape[0], x.element_size())
+    parts = [
+        block_absmax(flat[i : i + step], block_size, backend="torch").float()
+        for i in range(0, max(flat.shape[0], 1), step)
+    ]
+    return torch.cat(parts).reshape(*x.shape[:-1], x.shape[-1] // block_size)
 
 
 def _user_tensor_scale(tensor_scale: Any, device: torch.device) -> torch.Tensor:
@@ -396,16 +411,17 @@ def _mixfp4_reference(
     return pack_nibbles(codes.reshape(x.shape)), byte, raw > E4M3_MAX
 
 
-# Blocks per pass of the reference: its temporaries are about ten times the chunk, so a chunk of at
-# most an eighth of the input (and at most 2^16 blocks = 4 MiB of float32) keeps the peak extra
-# memory near 2x the input; the floor keeps per-pass overhead negligible on small tensors.
+# Blocks per pass of the reference: its float32 temporaries are about ten times the chunk, so a
+# chunk of at most a 32nd of the input's bytes (an eighth of a float32 tensor, a 16th of a bf16 one)
+# and at most 2^16 blocks (4 MiB of float32) keeps the peak extra memory near 2x the input; the
+# floor keeps per-pass overhead negligible on small tensors.
 _CHUNK_MAX_BLOCKS = 1 << 16
 _CHUNK_MIN_BLOCKS = 1 << 12
 
 
-def chunk_blocks(n_blocks: int) -> int:
-    """Blocks per pass of the reference quantizer for a tensor of ``n_blocks`` blocks."""
-    return max(_CHUNK_MIN_BLOCKS, min(_CHUNK_MAX_BLOCKS, n_blocks // 8))
+def chunk_blocks(n_blocks: int, itemsize: int = 4) -> int:
+    """Blocks per pass for a tensor of ``n_blocks`` blocks of ``itemsize``-byte elements."""
+    return max(_CHUNK_MIN_BLOCKS, min(_CHUNK_MAX_BLOCKS, n_blocks * itemsize // 32))
 
 
 def _mixfp4_chunked(
@@ -415,10 +431,10 @@ def _mixfp4_chunked(
     flat = x.reshape(-1, block_size)
     flat_amax = amax.reshape(-1, 1)
     flat_noise = None if noise is None else noise.reshape(-1, block_size)
-    step = chunk_blocks(flat.shape[0])
+    step = chunk_blocks(flat.shape[0], x.element_size())
     parts = [
         _mixfp4_reference(
-            flat[i : i + step],
+            flat[i : i + step].float(),
             flat_amax[i : i + step],
             block_size=block_size,
             noise=None if flat_noise is None else flat_noise[i : i + step],
@@ -532,7 +548,7 @@ def _quantize_e4m3(
         from mixfp4.kernels import mixfp4_quantize_triton
 
         codes, byte, saturated = mixfp4_quantize_triton(
-            xp, s_t, block_size, selector, use, E1M2_MULTIPLIER[e1m2_mode], scale_min, noise
+            xp.float(), s_t, block_size, selector, use, E1M2_MULTIPLIER[e1m2_mode], scale_min, noise
         )
     else:
         codes, byte, saturated = _mixfp4_chunked(
@@ -636,7 +652,7 @@ def quantize_mxfp4(
     ``scale_rounding="floor"`` is the OCP MX v1.0 rule (values above ``6 · 2^e`` saturate);
     ``"ceil"`` rounds the scale up so that nothing clips (fouroversix, torchao RCEIL-like).
     """
-    x = _check_input(x, nan_policy)
+    x = _check_input(x, nan_policy).float()
     block_size = _check_block_size(block_size, 32, strict, "MXFP4", stacklevel=3)
     _choice("scale_rounding", scale_rounding, ("floor", "ceil"))
     _choice("rounding", rounding, ROUNDINGS)
@@ -697,8 +713,29 @@ def dequantize(
             "NaN scale byte (0x7F/0xFF); decode with nan_policy='propagate' to get NaN there",
             lambda: f" ({int(nan.sum())} blocks)",
         )
-    v = packed.element_values()
-    v = _blocked(v, packed.block_size)
+    k = packed.shape[-1]
+    codes = packed.codes.reshape(-1, packed.codes.shape[-1])
+    scales = packed.scales.reshape(-1, packed.scales.shape[-1])
+    out = torch.empty(codes.shape[0], k, dtype=dtype, device=codes.device)
+    # Rows a chunk at a time: the int64 lookup indices and float32 products of the whole tensor
+    # would be about 3x the output on top of it.
+    step = max(1, chunk_blocks(scales.numel(), out.element_size()) // max(1, scales.shape[-1]))
+    for i in range(0, codes.shape[0], step):
+        rows = MX4Packed(
+            codes=codes[i : i + step],
+            scales=scales[i : i + step],
+            tensor_scale=packed.tensor_scale,
+            shape=(codes[i : i + step].shape[0], k),
+            block_size=packed.block_size,
+            fmt=packed.fmt,
+            e1m2_mode=packed.e1m2_mode,
+        )
+        out[i : i + step] = _decode(rows)[:, :k]
+    return out.reshape(packed.shape)
+
+
+def _decode(packed: MX4Packed) -> torch.Tensor:
+    """float32 ``v · (s_t · s_b)`` of a 2-D ``packed``, padded columns included."""
+    v = _blocked(packed.element_values(), packed.block_size)
     total = (packed.tensor_scale.reshape(()).float() * packed.block_scales()).unsqueeze(-1)
-    xhat = (v * total).reshape(*v.shape[:-2], packed.padded_k)
-    return xhat[..., : packed.shape[-1]].to(dtype)
+    return (v * total).reshape(v.shape[0], packed.padded_k)
