@@ -195,3 +195,22 @@ def test_quantized_layers_refuse_integer_inputs_as_nn_linear_does(cfg):
         torch.nn.Linear(32, 8)(torch.ones(2, 32, dtype=torch.long))  # the reference behaviour
     with pytest.raises((TypeError, RuntimeError), match=r"float|Long"):
         model(torch.ones(2, 32, dtype=torch.long))
+
+
+def test_config_selector_and_bare_linear_root_are_refused():
+    with pytest.raises(ValueError, match="selector must be one of"):
+        mixfp4.MixFP4WeightOnlyConfig(selector="bogus")
+    with pytest.raises(TypeError, match="bare Linear"):
+        mixfp4.quantize_(torch.nn.Linear(16, 16))
+
+
+def test_packed_container_block_size_type_devices_and_formats_none():
+    p = mixfp4.quantize_mixfp4(_x())
+    fields = dict(codes=p.codes, scales=p.scales, tensor_scale=p.tensor_scale, shape=p.shape)
+    with pytest.raises(TypeError, match="block_size must be an int, got float"):
+        mixfp4.MX4Packed(**fields, block_size=16.0, fmt="mixfp4")
+    fields["codes"] = p.codes.to("meta")
+    with pytest.raises(ValueError, match="one device"):
+        mixfp4.MX4Packed(**fields, block_size=16, fmt="mixfp4")
+    with pytest.raises(TypeError, match="formats must be a sequence"):
+        mixfp4.quantize_mixfp4(_x(), formats=None)

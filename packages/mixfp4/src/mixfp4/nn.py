@@ -23,7 +23,7 @@ from torch import nn
 
 from mixfp4.fake_quant import fake_quantize
 from mixfp4.packed import FMTS, MX4Packed
-from mixfp4.quantizers import dequantize, quantize
+from mixfp4.quantizers import SELECTORS, dequantize, quantize
 
 __all__ = [
     "MixFP4DynamicActivationMixFP4WeightConfig",
@@ -51,6 +51,8 @@ class MixFP4WeightOnlyConfig:
     def __post_init__(self) -> None:
         if self.fmt not in FMTS:
             raise ValueError(f"fmt must be one of {FMTS}, got {self.fmt!r}")
+        if self.selector not in SELECTORS:
+            raise ValueError(f"selector must be one of {SELECTORS}, got {self.selector!r}")
 
     def weight_quant_kwargs(self) -> dict[str, Any]:
         kwargs = dict(self.weight_kwargs)
@@ -275,6 +277,13 @@ def quantize_(
     config = config or MixFP4WeightOnlyConfig()
     if not isinstance(config, MixFP4WeightOnlyConfig):
         raise TypeError(f"config must be a MixFP4 config, got {type(config).__name__}")
+    if isinstance(model, nn.Linear):
+        # In-place replacement needs a parent; torchao swaps a bare root, we cannot return a
+        # different object from an in-place call without surprising the caller.
+        raise TypeError(
+            f"quantize_ replaces layers inside a model; got a bare {type(model).__name__}: wrap it "
+            "(nn.Sequential(linear)) or use MixFP4Linear.from_linear(linear, config)"
+        )
     keep = filter_fn or _default_filter
     qat = isinstance(config, MixFP4QATConfig)
     skip = (MixFP4Linear, MixFP4QATLinear) if qat else (MixFP4Linear,)

@@ -134,6 +134,14 @@ class MX4Packed:
                 got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
                 raise TypeError(f"{name} must be a uint8 tensor, got {got}")
         _check_tensor_scale(self.tensor_scale)
+        devices = {t.device for t in (self.codes, self.scales, self.tensor_scale)}
+        if len(devices) != 1:
+            raise ValueError(
+                "codes, scales and tensor_scale must be on one device, got "
+                f"{self.codes.device}, {self.scales.device} and {self.tensor_scale.device}"
+            )
+        if not isinstance(self.block_size, int) or isinstance(self.block_size, bool):
+            raise TypeError(f"block_size must be an int, got {type(self.block_size).__name__}")
         if self.block_size < 2 or self.block_size % 2:
             raise ValueError(f"block_size must be an even int >= 2, got {self.block_size}")
         if not self.shape:

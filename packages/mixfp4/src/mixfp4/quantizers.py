@@ -532,7 +532,13 @@ def _quantize_e4m3(
     _choice("scale_min", scale_min, tuple(SCALE_MINS))
     _choice("rounding", rounding, ROUNDINGS)
     # A bare string is one format, not a sequence of characters.
-    formats = (formats,) if isinstance(formats, str) else tuple(formats)
+    if isinstance(formats, str):
+        formats = (formats,)
+    elif not isinstance(formats, (list, tuple)):
+        raise TypeError(
+            f"formats must be a sequence of 'e2m1'/'e1m2', got {type(formats).__name__} {formats!r}"
+        )
+    formats = tuple(formats)
     if not formats or any(f not in ("e2m1", "e1m2") for f in formats):
         raise ValueError(f"formats must be a non-empty subset of ('e2m1', 'e1m2'), got {formats!r}")
     use = ("e2m1" in formats, "e1m2" in formats)
