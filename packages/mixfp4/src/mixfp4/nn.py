@@ -130,7 +130,8 @@ class MixFP4Linear(nn.Linear):
         self.weight = nn.Parameter(packed.codes, requires_grad=False)
         self.register_buffer("weight_scales", packed.scales)
         self.register_buffer("weight_tensor_scale_bits", _scale_bits(packed.tensor_scale))
-        self.bias = nn.Parameter(bias.detach().clone()) if bias is not None else None
+        # nn.Linear types bias as a Parameter but sets it to None without bias, as here.
+        self.bias = nn.Parameter(bias.detach().clone()) if bias is not None else None  # type: ignore[assignment]
 
     @classmethod
     def from_linear(
