@@ -10,11 +10,34 @@ fused kernel with the torch reference on the same tensor first.
 from __future__ import annotations
 
 import argparse
+import datetime
 
 import mixfp4
 import torch
 
 from shared_core.bench import compare
+
+
+def peak_memory(w: torch.Tensor) -> None:
+    """Peak extra CUDA memory of each path, as a multiple of the input's bytes (target <= 3x)."""
+    size = w.numel() * w.element_size()
+    a = mixfp4.quantize_mixfp4(w[:512])
+    b = mixfp4.quantize_mixfp4(w[:512])
+    calls = {
+        "quantize_mixfp4 triton": lambda: mixfp4.quantize_mixfp4(w, backend="triton"),
+        "quantize_mixfp4 torch": lambda: mixfp4.quantize_mixfp4(w, backend="torch"),
+        "mixfp4_mm 512x512": lambda: mixfp4.mixfp4_mm(a, b),
+    }
+    for name, fn in calls.items():
+        fn()
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        torch.cuda.synchronize()
+        extra = torch.cuda.max_memory_allocated() - base
+        ref = size if "quantize" in name else 2 * 512 * w.shape[1] * 4
+        print(f"{name}: peak extra {extra / 2**20:.1f} MiB = {extra / ref:.2f}x its input")
 
 
 def main() -> None:
@@ -26,7 +49,9 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("bench_gpu.py needs a CUDA device")
     w = torch.randn(args.rows, args.cols, device="cuda", dtype=torch.bfloat16)
-    print(f"weight {tuple(w.shape)} bf16 on {torch.cuda.get_device_name()}")
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"{now}: weight {tuple(w.shape)} bf16 on {torch.cuda.get_device_name()}")
+    peak_memory(w)
 
     small = w[:256]
     same = mixfp4.quantize_mixfp4(small, backend="triton").equal(

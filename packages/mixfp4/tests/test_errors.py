@@ -32,11 +32,11 @@ def test_non_tensor_and_scalar_inputs():
 def test_nan_inf_raise_unless_propagate(bad):
     x = _x()
     x[1, 3] = bad
-    with pytest.raises(ValueError, match=r"input contains NaN/Inf \(1 values\)"):
+    with pytest.raises(ValueError, match=r"input contains NaN/Inf.*\(1 values\)"):
         mixfp4.quantize_mixfp4(x)
     p = mixfp4.quantize_mixfp4(x, nan_policy="propagate")
     assert int(p.scales[1, 0]) == 0x7F
-    with pytest.raises(ValueError, match="NaN scale byte in 1 blocks"):
+    with pytest.raises(ValueError, match=r"NaN scale byte.*\(1 blocks\)"):
         mixfp4.dequantize(p)
     out = mixfp4.dequantize(p, nan_policy="propagate")
     assert bool(out[1, :16].isnan().all())
@@ -120,3 +120,97 @@ def test_mismatched_packed_shapes_and_nan_bytes_on_decode():
         dataclasses.replace(p, fmt="nvfp4", scales=flagged)
     with pytest.raises(TypeError, match="MX4Packed"):
         mixfp4.dequantize(_x())
+
+
+# ---------------------------------------------------------------------------------------------
+# 0.2: the container's tensor scale, argument types, underflow
+# ---------------------------------------------------------------------------------------------
+def _parts():
+    p = mixfp4.quantize_mixfp4(_x())
+    return {
+        "codes": p.codes,
+        "scales": p.scales,
+        "shape": p.shape,
+        "block_size": 16,
+        "fmt": "mixfp4",
+    }
+
+
+@pytest.mark.parametrize("value", [float("nan"), -0.5, 0.0, float("inf")])
+def test_packed_rejects_a_nan_negative_or_zero_tensor_scale(value):
+    with pytest.raises(ValueError, match=r"tensor_scale must be a finite positive number, got"):
+        mixfp4.MX4Packed(tensor_scale=torch.tensor(value), **_parts())
+
+
+def test_packed_rejects_a_non_float32_or_multi_element_tensor_scale():
+    with pytest.raises(TypeError, match=r"float32 tensor, got torch.float16"):
+        mixfp4.MX4Packed(tensor_scale=torch.tensor(0.01, dtype=torch.float16), **_parts())
+    with pytest.raises(TypeError, match=r"of shape \(2,\)"):
+        mixfp4.MX4Packed(tensor_scale=torch.ones(2), **_parts())
+    with pytest.raises(TypeError, match="got float"):
+        mixfp4.MX4Packed(tensor_scale=0.01, **_parts())
+
+
+@pytest.mark.parametrize(
+    ("scale", "match"),
+    [
+        (torch.ones(2), r"tensor_scale must be .* shape \(2,\)"),
+        ("abc", r"tensor_scale must be .* got str 'abc'"),
+        (True, r"tensor_scale must be .* got bool"),
+        (torch.tensor(3), r"tensor_scale must be .* torch.int64"),
+    ],
+)
+def test_quantizer_tensor_scale_of_the_wrong_type_is_named(scale, match):
+    with pytest.raises(TypeError, match=match):
+        mixfp4.quantize_mixfp4(_x(), tensor_scale=scale)
+
+
+def test_a_calibrated_scale_that_flushes_every_block_to_zero_warns():
+    x = _x()
+    with pytest.warns(UserWarning, match=r"all 8 non-zero blocks underflowed to zero"):
+        p = mixfp4.quantize_nvfp4(x, tensor_scale=1e6)
+    assert not mixfp4.dequantize(p).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mixfp4.quantize_nvfp4(x, tensor_scale=float(x.abs().max()) / 2688)
+        mixfp4.quantize_nvfp4(torch.zeros(2, 16), tensor_scale=1.0)  # nothing to flush
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_dequantize_to_an_integer_dtype_is_a_type_error(dtype):
+    packed = mixfp4.quantize_mixfp4(_x())
+    with pytest.raises(TypeError, match="float16, bfloat16, float32 or float64, got torch"):
+        mixfp4.dequantize(packed, dtype)
+
+
+def test_dequantize_dtype_given_as_a_string_is_named():
+    with pytest.raises(TypeError, match=r"torch\.dtype such as torch\.float16, got str 'float16'"):
+        mixfp4.dequantize(mixfp4.quantize_mixfp4(_x()), "float16")
+
+
+@pytest.mark.parametrize("cfg", [mixfp4.MixFP4WeightOnlyConfig(), mixfp4.MixFP4QATConfig()])
+def test_quantized_layers_refuse_integer_inputs_as_nn_linear_does(cfg):
+    model = mixfp4.quantize_(torch.nn.Sequential(torch.nn.Linear(32, 8)), cfg)
+    with pytest.raises((TypeError, RuntimeError)):
+        torch.nn.Linear(32, 8)(torch.ones(2, 32, dtype=torch.long))  # the reference behaviour
+    with pytest.raises((TypeError, RuntimeError), match=r"float|Long"):
+        model(torch.ones(2, 32, dtype=torch.long))
+
+
+def test_config_selector_and_bare_linear_root_are_refused():
+    with pytest.raises(ValueError, match="selector must be one of"):
+        mixfp4.MixFP4WeightOnlyConfig(selector="bogus")
+    with pytest.raises(TypeError, match="bare Linear"):
+        mixfp4.quantize_(torch.nn.Linear(16, 16))
+
+
+def test_packed_container_block_size_type_devices_and_formats_none():
+    p = mixfp4.quantize_mixfp4(_x())
+    fields = dict(codes=p.codes, scales=p.scales, tensor_scale=p.tensor_scale, shape=p.shape)
+    with pytest.raises(TypeError, match="block_size must be an int, got float"):
+        mixfp4.MX4Packed(**fields, block_size=16.0, fmt="mixfp4")
+    fields["codes"] = p.codes.to("meta")
+    with pytest.raises(ValueError, match="one device"):
+        mixfp4.MX4Packed(**fields, block_size=16, fmt="mixfp4")
+    with pytest.raises(TypeError, match="formats must be a sequence"):
+        mixfp4.quantize_mixfp4(_x(), formats=None)

@@ -109,3 +109,20 @@ def test_fused_kernel_stochastic_rounding_is_bit_identical(kwargs):
         for b in ("torch", "triton")
     }
     assert nv["triton"].equal(nv["torch"])
+
+
+def test_autotune_key_is_a_power_of_two_bucket_and_fp_fusion_is_off():
+    import inspect
+
+    from mixfp4 import kernels
+
+    assert [kernels.block_count_bucket(n) for n in (1, 2, 3, 16, 17, 1000)] == [
+        1,
+        2,
+        4,
+        16,
+        32,
+        1024,
+    ]
+    source = inspect.getsource(kernels)
+    assert 'key=["n_bucket", "BLOCK"]' in source and "enable_fp_fusion=False" in source

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from mixfp4.packed import pack_nibbles, unpack_nibbles
-from mixfp4.quantize import block_error
+from mixfp4.quantizers import block_error
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -367,3 +367,86 @@ def test_mixfp4_mm_equals_dequantize_then_matmul():
         )
     with pytest.raises(ValueError, match="inner dimensions differ"):
         mixfp4.mixfp4_mm(c, e)
+
+
+# ---------------------------------------------------------------------------------------------
+# 0.2: the float32 selection, the module name, formats as a string, chunking
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("selector", ["mse", "mae", "absmax"])
+def test_float32_selection_equals_the_float64_decision(selector):
+    from mixfp4.quantizers import pick_e1m2
+
+    g = torch.Generator().manual_seed(21)
+    da = torch.randn(4096, 16, generator=g) * torch.exp(torch.randn(4096, 1, generator=g) * 20)
+    db = da[torch.randperm(4096, generator=g)].clone()
+    db[:1024] = da[:1024].flip(-1)  # exact ties summed in another order
+    db[1024:2048] = da[1024:2048] * (1 + 2.0**-22)  # within float32 rounding of a tie
+    db[2048:2100] = torch.finfo(torch.float32).max / 4  # squares overflow float32
+    want = block_error(db, selector) < block_error(da, selector)
+    assert torch.equal(pick_e1m2(da, db, selector), want)
+
+
+def test_quantize_function_and_quantizers_module_do_not_shadow():
+    import importlib
+    import types
+
+    assert callable(mixfp4.quantize) and not isinstance(mixfp4.quantize, types.ModuleType)
+    module = importlib.import_module("mixfp4.quantizers")
+    assert module.quantize is mixfp4.quantize
+    assert mixfp4.quantize is importlib.import_module("mixfp4").quantize  # still the function
+
+
+def test_formats_as_a_single_string():
+    x = _randn(8, 64, seed=5)
+    assert mixfp4.quantize_mixfp4(x, formats="e1m2").equal(
+        mixfp4.quantize_mixfp4(x, formats=("e1m2",))
+    )
+    assert bool(mixfp4.quantize_mixfp4(x, formats="e1m2").format_map().all())
+    with pytest.raises(ValueError, match="formats must be"):
+        mixfp4.quantize_mixfp4(x, formats="e2m3")
+
+
+def test_chunked_reference_equals_one_pass(monkeypatch):
+    from mixfp4 import quantizers
+
+    x = _randn(40, 160, seed=6) * torch.exp(_randn(40, 1, seed=7))
+    whole = {
+        k: mixfp4.quantize_mixfp4(
+            x, selector=k, rounding="stochastic", generator=torch.Generator().manual_seed(0)
+        )
+        for k in mixfp4.SELECTORS
+    }
+    decoded = {k: mixfp4.dequantize(p) for k, p in whole.items()}
+    monkeypatch.setattr(quantizers, "chunk_blocks", lambda n, itemsize=4: 7)
+    for k, p in whole.items():
+        again = mixfp4.quantize_mixfp4(
+            x, selector=k, rounding="stochastic", generator=torch.Generator().manual_seed(0)
+        )
+        assert again.equal(p)
+        assert torch.equal(mixfp4.dequantize(again), decoded[k])  # one row per decode chunk
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("fmt", ["mixfp4", "nvfp4", "mxfp4"])
+def test_any_float_input_quantizes_as_its_float32_cast(monkeypatch, dtype, fmt):
+    # The quantizers cast chunk by chunk (no whole float32 copy): the bits must not change.
+    from mixfp4 import quantizers
+
+    monkeypatch.setattr(quantizers, "chunk_blocks", lambda n, itemsize=4: 5)
+    x = (_randn(24, 96, seed=8) * torch.exp(_randn(24, 1, seed=9))).to(dtype)
+    assert mixfp4.quantize(x, fmt).equal(mixfp4.quantize(x.float(), fmt))
+
+
+def test_chunked_mm_equals_one_einsum():
+    g = torch.Generator().manual_seed(3)
+    a = mixfp4.quantize_mixfp4(torch.randn(37, 96, generator=g))
+    b = mixfp4.quantize_mixfp4(torch.randn(300, 96, generator=g))
+    got = mixfp4.mixfp4_mm(a, b)
+    from mixfp4.datapath import to_e2m2
+    from mixfp4.formats import E2M2
+
+    (ca, ma), (cb, mb) = to_e2m2(a), to_e2m2(b)
+    va, vb = E2M2.decode(ca).reshape(37, 6, 16), E2M2.decode(cb).reshape(300, 6, 16)
+    partial = torch.einsum("mkb,nkb->mnk", va, vb) * (ma.unsqueeze(1) * mb.unsqueeze(0))
+    want = partial.sum(-1) * (a.tensor_scale * b.tensor_scale)
+    assert torch.equal(got, want)

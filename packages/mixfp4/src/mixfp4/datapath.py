@@ -42,6 +42,24 @@ def to_e2m2(packed: MX4Packed) -> tuple[torch.Tensor, torch.Tensor]:
     return e2m2, mult
 
 
+def _decoded_rows(p: MX4Packed, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """E2M2 values ``[rows, nb, B]`` and block multipliers ``[rows, nb]`` of rows ``start:stop``."""
+    rows = MX4Packed(
+        codes=p.codes[start:stop],
+        scales=p.scales[start:stop],
+        tensor_scale=p.tensor_scale,
+        shape=(stop - start, p.shape[1]),
+        block_size=p.block_size,
+        fmt=p.fmt,
+        e1m2_mode=p.e1m2_mode,
+    )
+    codes, mult = to_e2m2(rows)
+    # index_select with int32 indices: a quarter of the int64 index a table lookup would build.
+    table = E2M2.table.to(codes.device)
+    values = table.index_select(0, codes.reshape(-1).int()).reshape(codes.shape)
+    return values.reshape(stop - start, -1, p.block_size), mult
+
+
 def mixfp4_mm(
     a: MX4Packed, b: MX4Packed, *, out_dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
@@ -64,14 +82,18 @@ def mixfp4_mm(
     for p in (a, b):
         if bool(p.nan_blocks().any()):
             raise ValueError("NaN scale byte in a GEMM operand")
-    codes_a, mult_a = to_e2m2(a)
-    codes_b, mult_b = to_e2m2(b)
     bs = a.block_size
-    nb = codes_a.shape[-1] // bs
-    va = E2M2.decode(codes_a).reshape(a.shape[0], nb, bs)
-    vb = E2M2.decode(codes_b).reshape(b.shape[0], nb, bs)
-    # [M, N, nb] exact block dot products of E2M2 values
-    partial = torch.einsum("mkb,nkb->mnk", va, vb)
-    scaled = partial * (mult_a.unsqueeze(1) * mult_b.unsqueeze(0))
-    out = scaled.sum(-1) * (a.tensor_scale.float() * b.tensor_scale.float())
+    vb, mult_b = _decoded_rows(b, 0, b.shape[0])
+    m, n, nb = a.shape[0], b.shape[0], vb.shape[1]
+    out = torch.empty(m, n, dtype=torch.float32, device=vb.device)
+    # Row chunks of a, decoded one at a time: each builds two [rows, N, nb] tensors (the exact block
+    # dot products of E2M2 values and their block multipliers), together at most a quarter of the
+    # float32 operands' bytes.
+    step = max(1, (m + n) * nb * bs // (8 * n * nb))
+    for i in range(0, m, step):
+        va, mult_a = _decoded_rows(a, i, min(m, i + step))
+        partial = torch.einsum("mkb,nkb->mnk", va, vb)
+        partial *= mult_a.unsqueeze(1) * mult_b.unsqueeze(0)
+        torch.sum(partial, -1, out=out[i : i + step])
+    out *= a.tensor_scale.float() * b.tensor_scale.float()
     return out.to(out_dtype)

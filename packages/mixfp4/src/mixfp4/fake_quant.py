@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from mixfp4.quantize import dequantize, quantize
+from mixfp4.quantizers import dequantize, quantize
 
 
 class _STE(torch.autograd.Function):

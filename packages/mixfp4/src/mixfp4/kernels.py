@@ -2,9 +2,10 @@
 
 Each program takes ``ROWS`` blocks of ``BLOCK`` elements, keeps them in registers, computes the block
 absmax, the E4M3 scale and the 4-bit codes of the E2M1 candidate and of the E1M2 candidate, their
-block errors (float64, as the reference), and writes the chosen codes packed two per byte and the
+block errors (float64: the decision the reference makes, which computes float32 errors and re-checks
+near ties in float64), and writes the chosen codes packed two per byte and the
 flagged scale byte. The torch reference in
-:mod:`mixfp4.quantize` is the oracle: the parity test asks for identical bits.
+:mod:`mixfp4.quantizers` is the oracle: the parity test asks for identical bits.
 
 Rounding without a table: every grid here is a piecewise-uniform float grid, so round-to-nearest-even
 is ``rint(a / quantum) · quantum`` with the binade's quantum, and ``rint`` is the float32
@@ -12,7 +13,11 @@ is ``rint(a / quantum) · quantum`` with the binade's quantum, and ``rint`` is t
 takes the reference's uniform noise tensor and rounds up where ``noise < (a - lo) / (hi - lo)``.
 
 Every division is ``div_rn`` (IEEE round-to-nearest): a plain ``/`` on fp32 lowers to an approximate
-division on NVIDIA GPUs, which would break bit parity with the torch reference there.
+division on NVIDIA GPUs, which would break bit parity with the torch reference there. For the same
+reason the kernel is compiled with ``enable_fp_fusion=False``: triton's default contracts
+``xhat - x`` with the product that forms ``xhat`` into one FMA (one rounding instead of two), which
+moves errors of near-tied blocks. The autotuner keys on the power-of-two bucket of the block count,
+so every activation shape of a model does not trigger a new tuning run.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ from __future__ import annotations
 import torch
 
 from mixfp4.formats import E1M2
-from mixfp4.quantize import SCALE_MINS, SELECTORS
+from mixfp4.quantizers import SCALE_MINS, SELECTORS
 from shared_core.kernels import HAS_TRITON, autotune_configs
 
-__all__ = ["mixfp4_quantize_triton"]
+__all__ = ["block_count_bucket", "mixfp4_quantize_triton"]
 
 if HAS_TRITON:
     import triton
@@ -125,7 +130,7 @@ if HAS_TRITON:
             err = tl.max(tl.abs(d), axis=1)
         return code, byte, raw, err
 
-    @triton.autotune(configs=_CONFIGS, key=["n_blocks", "BLOCK"])
+    @triton.autotune(configs=_CONFIGS, key=["n_bucket", "BLOCK"])
     @triton.jit
     def _mixfp4_quantize_kernel(
         x_ptr,
@@ -135,6 +140,7 @@ if HAS_TRITON:
         scales_ptr,
         saturated_ptr,
         n_blocks,
+        n_bucket,
         BLOCK: tl.constexpr,
         ROWS: tl.constexpr,
         USE_A: tl.constexpr,
@@ -183,6 +189,11 @@ if HAS_TRITON:
         tl.store(saturated_ptr + rows, (raw > 448.0).to(tl.int8), mask=row_ok)
 
 
+def block_count_bucket(n_blocks: int) -> int:
+    """The autotune key of ``n_blocks``: the next power of two (at least 1)."""
+    return 1 << max(0, (n_blocks - 1).bit_length())
+
+
 def mixfp4_quantize_triton(
     x: torch.Tensor,
     s_t: torch.Tensor,
@@ -215,11 +226,12 @@ def mixfp4_quantize_triton(
             return (triton.cdiv(n_blocks, meta["ROWS"]),)
 
         _mixfp4_quantize_kernel[grid](
-            flat, noise_flat, s_t_buf, codes, scales, saturated, n_blocks,
+            flat, noise_flat, s_t_buf, codes, scales, saturated, n_blocks, block_count_bucket(n_blocks),
             BLOCK=block_size, USE_A=use[0], USE_B=use[1],
             GRID_B=E1M2.max * e1m2_multiplier, MULT_B=e1m2_multiplier,
             LO=SCALE_MINS[scale_min], ZERO_TO_ONE=scale_min == "subnormal",
             SELECTOR=SELECTORS.index(selector), STOCHASTIC=noise is not None,
+            enable_fp_fusion=False,
         )  # fmt: skip
     nb_shape = (*x.shape[:-1], x.shape[-1] // block_size)
     packed_shape = (*x.shape[:-1], x.shape[-1] // 2)

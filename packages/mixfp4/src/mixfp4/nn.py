@@ -1,9 +1,15 @@
 """Model-level quantization in torchao's style: ``quantize_(model, Config())``.
 
-``MixFP4Linear`` stores its weight packed (codes, scale bytes, tensor scale as buffers, so a
-``state_dict`` holds exactly the bits) and computes ``F.linear(act(x), dequantize(W), b)``, where
-``act`` is the identity (weight-only, W4A16) or dynamic fake quantization of the activations along K
-(W4A4: per-16 blocks, tensor scale from the current batch's amax).
+``MixFP4Linear`` is an ``nn.Linear`` whose ``weight`` parameter holds the packed codes (uint8, frozen),
+with the scale bytes and the raw bits of the FP32 tensor scale as integer buffers: a module cast
+(``.to(torch.bfloat16)``, ``.half()``) only touches floating-point tensors, so it cannot change a
+quantized bit, and a ``state_dict`` holds exactly the bits. It computes ``F.linear(act(x), Ŵ, b)``,
+where ``Ŵ`` is the decoded weight and ``act`` is the identity (weight-only, W4A16) or dynamic fake
+quantization of the activations along K (W4A4: per-16 blocks, tensor scale from the batch's amax).
+
+``MixFP4QATLinear`` is the quantization-aware-training twin: a float ``nn.Linear`` whose forward
+fake-quantizes its weight (and, for W4A4, its input) with the straight-through estimator;
+``quantize_(model, MixFP4WeightOnlyConfig())`` afterwards packs the trained weights.
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ from torch import nn
 
 from mixfp4.fake_quant import fake_quantize
 from mixfp4.packed import FMTS, MX4Packed
-from mixfp4.quantize import dequantize, quantize
+from mixfp4.quantizers import SELECTORS, dequantize, quantize
 
 __all__ = [
     "MixFP4DynamicActivationMixFP4WeightConfig",
     "MixFP4Linear",
+    "MixFP4QATConfig",
+    "MixFP4QATLinear",
     "MixFP4WeightOnlyConfig",
     "quantize_",
 ]
@@ -43,6 +51,8 @@ class MixFP4WeightOnlyConfig:
     def __post_init__(self) -> None:
         if self.fmt not in FMTS:
             raise ValueError(f"fmt must be one of {FMTS}, got {self.fmt!r}")
+        if self.selector not in SELECTORS:
+            raise ValueError(f"selector must be one of {SELECTORS}, got {self.selector!r}")
 
     def weight_quant_kwargs(self) -> dict[str, Any]:
         kwargs = dict(self.weight_kwargs)
@@ -78,18 +88,23 @@ class MixFP4DynamicActivationMixFP4WeightConfig(MixFP4WeightOnlyConfig):
         return fmt, kwargs
 
 
-class MixFP4Linear(nn.Module):
-    """A linear layer whose weight lives as an :class:`~mixfp4.packed.MX4Packed`.
+def _scale_bits(tensor_scale: torch.Tensor) -> torch.Tensor:
+    """The FP32 tensor scale as its int32 bit pattern (immune to floating-point module casts)."""
+    return tensor_scale.detach().reshape(()).to(torch.float32).clone().view(torch.int32)
 
-    Buffers ``weight_codes`` (uint8), ``weight_scales`` (uint8) and ``weight_tensor_scale``
-    (float32) are the packed bits; :attr:`weight` decodes them. Not an ``nn.Linear`` subclass on
-    purpose: code that walks ``nn.Linear`` modules (including :func:`quantize_`) must not treat it
-    as a float layer.
+
+class MixFP4Linear(nn.Linear):
+    """An ``nn.Linear`` whose weight lives as an :class:`~mixfp4.packed.MX4Packed`.
+
+    ``weight`` is a frozen uint8 parameter of the packed codes ``[out_features, K_pad / 2]`` (as
+    bitsandbytes' 4-bit layers keep theirs); buffers ``weight_scales`` (uint8 scale bytes) and
+    ``weight_tensor_scale_bits`` (int32: the FP32 tensor scale's bits) complete it.
+    :meth:`dequantize_weight` decodes, :attr:`packed` gives the container. ``bias`` stays a float
+    parameter and follows module casts as usual.
     """
 
-    weight_codes: torch.Tensor
     weight_scales: torch.Tensor
-    weight_tensor_scale: torch.Tensor
+    weight_tensor_scale_bits: torch.Tensor
     act: tuple[str, dict[str, Any]] | None
 
     def __init__(
@@ -100,7 +115,10 @@ class MixFP4Linear(nn.Module):
         act: tuple[str, dict[str, Any]] | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> None:
-        super().__init__()
+        # nn.Linear.__init__ would allocate (and initialise) a float weight only to drop it.
+        nn.Module.__init__(self)
+        if not isinstance(packed, MX4Packed):
+            raise TypeError(f"packed must be an MX4Packed, got {type(packed).__name__}")
         if len(packed.shape) != 2:
             raise ValueError(f"a linear weight must be 2-D, got shape {packed.shape}")
         self.out_features, self.in_features = packed.shape
@@ -109,10 +127,11 @@ class MixFP4Linear(nn.Module):
         self.e1m2_mode = packed.e1m2_mode
         self.act = act
         self.dtype = dtype
-        self.register_buffer("weight_codes", packed.codes)
+        self.weight = nn.Parameter(packed.codes, requires_grad=False)
         self.register_buffer("weight_scales", packed.scales)
-        self.register_buffer("weight_tensor_scale", packed.tensor_scale.reshape(()).float())
-        self.bias = nn.Parameter(bias.detach().clone()) if bias is not None else None
+        self.register_buffer("weight_tensor_scale_bits", _scale_bits(packed.tensor_scale))
+        # nn.Linear types bias as a Parameter but sets it to None without bias, as here.
+        self.bias = nn.Parameter(bias.detach().clone()) if bias is not None else None  # type: ignore[assignment]
 
     @classmethod
     def from_linear(
@@ -126,22 +145,34 @@ class MixFP4Linear(nn.Module):
     @property
     def packed(self) -> MX4Packed:
         return MX4Packed(
-            codes=self.weight_codes,
+            codes=self.weight.detach(),
             scales=self.weight_scales,
-            tensor_scale=self.weight_tensor_scale,
+            tensor_scale=self.weight_tensor_scale_bits.view(torch.float32),
             shape=(self.out_features, self.in_features),
             block_size=self.block_size,
             fmt=self.fmt,
             e1m2_mode=self.e1m2_mode,
         )
 
-    @property
-    def weight(self) -> torch.Tensor:
-        """The decoded weight ``[out_features, in_features]``."""
-        return dequantize(self.packed, self.dtype)
+    def reset_parameters(self) -> None:
+        """Refuse: initialisers written for float ``nn.Linear`` weights would scribble on the codes."""
+        raise RuntimeError(
+            "a MixFP4Linear holds packed uint8 codes and cannot be re-initialised; initialise the "
+            "float model before mixfp4.quantize_"
+        )
+
+    def dequantize_weight(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The decoded weight ``[out_features, in_features]`` (default: the original weight's dtype)."""
+        return dequantize(self.packed, dtype or self.dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight.to(x.dtype)
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            # as nn.Linear refuses them: decoding the weight to an integer dtype would truncate it
+            raise TypeError(
+                "MixFP4Linear expects a floating-point input, got "
+                f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}"
+            )
+        w = self.dequantize_weight(x.dtype)
         if self.act is not None:
             fmt, kwargs = self.act
             x = fake_quantize(x, fmt, **kwargs)
@@ -156,8 +187,75 @@ class MixFP4Linear(nn.Module):
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class MixFP4QATConfig(MixFP4DynamicActivationMixFP4WeightConfig):
+    """Quantization-aware training: swap each ``nn.Linear`` for a :class:`MixFP4QATLinear`.
+
+    ``quantize_activations=False`` fake-quantizes the weight only (W4A16 QAT).
+    """
+
+    quantize_activations: bool = True
+
+    def activation(self) -> tuple[str, dict[str, Any]] | None:
+        return super().activation() if self.quantize_activations else None
+
+
+class MixFP4QATLinear(nn.Linear):
+    """A float ``nn.Linear`` whose forward fake-quantizes the weight (and the input, for W4A4) with a
+    straight-through gradient. Its ``weight`` trains as usual; packing it afterwards with
+    ``quantize_(model, MixFP4WeightOnlyConfig(fmt=...))`` gives the same decoded weight the forward
+    used."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        config: MixFP4QATConfig | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
+        self.config = config or MixFP4QATConfig()
+
+    @classmethod
+    def from_linear(
+        cls, linear: nn.Linear, config: MixFP4QATConfig | None = None
+    ) -> MixFP4QATLinear:
+        """A QAT layer sharing ``linear``'s parameters (no copy)."""
+        out = cls(
+            linear.in_features,
+            linear.out_features,
+            linear.bias is not None,
+            config=config,
+            device="meta",
+        )
+        out.weight = linear.weight
+        out.bias = linear.bias
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        w = fake_quantize(self.weight, cfg.fmt, **cfg.weight_quant_kwargs())
+        act = cfg.activation()
+        if act is not None:
+            x = fake_quantize(x, act[0], **act[1])
+        return nn.functional.linear(x, w, self.bias)
+
+    def extra_repr(self) -> str:
+        act = self.config.activation()
+        return f"{super().extra_repr()}, fmt={self.config.fmt}, act={act[0] if act else 'none'}, qat=ste"
+
+
 def _default_filter(module: nn.Module, fqn: str) -> bool:
     return isinstance(module, nn.Linear)
+
+
+def _swap(linear: nn.Linear, config: MixFP4WeightOnlyConfig) -> nn.Module:
+    if isinstance(config, MixFP4QATConfig):
+        return MixFP4QATLinear.from_linear(linear, config)
+    return MixFP4Linear.from_linear(linear, config)
 
 
 def quantize_(
@@ -166,24 +264,38 @@ def quantize_(
     filter_fn: Callable[[nn.Module, str], bool] | None = None,
 ) -> nn.Module:
     """Replace, in place, every ``nn.Linear`` that ``filter_fn(module, fqn)`` accepts by a
-    :class:`MixFP4Linear` built with ``config``; return ``model``.
+    :class:`MixFP4Linear` built with ``config`` (a :class:`MixFP4QATLinear` with a
+    :class:`MixFP4QATConfig`); return ``model``.
 
-    The default filter takes every ``nn.Linear``. Layers are quantized along their input features
-    (the GEMM's K); an input width that is not a multiple of the block size is zero-padded.
+    The default filter takes every ``nn.Linear`` that is not already packed (QAT layers included:
+    that is how a QAT model is converted). A layer shared by several parents is quantized once and
+    every reference to it is replaced by the same new module, so sharing survives. Layers are
+    quantized along their input features (the GEMM's K); an input width that is not a multiple of
+    the block size is zero-padded.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     config = config or MixFP4WeightOnlyConfig()
     if not isinstance(config, MixFP4WeightOnlyConfig):
         raise TypeError(f"config must be a MixFP4 config, got {type(config).__name__}")
+    if isinstance(model, nn.Linear):
+        # In-place replacement needs a parent; torchao swaps a bare root, we cannot return a
+        # different object from an in-place call without surprising the caller.
+        raise TypeError(
+            f"quantize_ replaces layers inside a model; got a bare {type(model).__name__}: wrap it "
+            "(nn.Sequential(linear)) or use MixFP4Linear.from_linear(linear, config)"
+        )
     keep = filter_fn or _default_filter
-    targets = [
-        (fqn, m)
-        for fqn, m in model.named_modules()
-        if fqn and isinstance(m, nn.Linear) and keep(m, fqn)
-    ]
-    for fqn, linear in targets:
-        parent_name, _, child = fqn.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, MixFP4Linear.from_linear(linear, config))
+    qat = isinstance(config, MixFP4QATConfig)
+    skip = (MixFP4Linear, MixFP4QATLinear) if qat else (MixFP4Linear,)
+    replacements: dict[int, nn.Module] = {}
+    # named_modules() lists a shared module once, under its first name: that name goes to filter_fn.
+    for fqn, m in model.named_modules():
+        if fqn and isinstance(m, nn.Linear) and not isinstance(m, skip) and keep(m, fqn):
+            replacements[id(m)] = _swap(m, config)
+    # Then every parent's every reference, not only the first path to each module.
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            if id(child) in replacements:
+                setattr(parent, child_name, replacements[id(child)])
     return model

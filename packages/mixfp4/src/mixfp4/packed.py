@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import math
 import sys
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -67,6 +68,44 @@ def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([low, high], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
 
 
+def require(ok: torch.Tensor, message: str, detail: Callable[[], str] | None = None) -> None:
+    """Raise ``ValueError(message + detail())`` unless every element of ``ok`` is true.
+
+    On CPU the check runs at once (and ``detail`` may count the offending values); on an
+    accelerator it is queued with ``torch._assert_async`` so that the forward path makes no host
+    sync; on the meta device there are no values to check.
+    """
+    if ok.device.type == "meta":
+        return
+    if ok.device.type == "cpu":
+        if not bool(ok.all()):
+            raise ValueError(message + (detail() if detail is not None else ""))
+        return
+    torch._assert_async(ok.all(), message)
+
+
+def _check_tensor_scale(tensor_scale: Any) -> None:
+    """A one-element float32 tensor holding a finite positive multiplier.
+
+    On CPU the value is read and named in the error; on an accelerator the check is queued
+    (``torch._assert_async``) so that building a container costs no host sync.
+    """
+    if not isinstance(tensor_scale, torch.Tensor):
+        raise TypeError(
+            f"tensor_scale must be a one-element float32 tensor, got {type(tensor_scale).__name__}"
+        )
+    if tensor_scale.dtype != torch.float32 or tensor_scale.numel() != 1:
+        raise TypeError(
+            "tensor_scale must be a one-element float32 tensor, got "
+            f"{tensor_scale.dtype} of shape {tuple(tensor_scale.shape)}"
+        )
+    require(
+        torch.isfinite(tensor_scale) & (tensor_scale > 0),
+        "tensor_scale must be a finite positive number",
+        lambda: f", got {float(tensor_scale)!r}",
+    )
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class MX4Packed:
     """A tensor quantized to NVFP4, MixFP4 or MXFP4; see the module docstring for the layout.
@@ -94,8 +133,15 @@ class MX4Packed:
             if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8:
                 got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
                 raise TypeError(f"{name} must be a uint8 tensor, got {got}")
-        if not isinstance(self.tensor_scale, torch.Tensor) or self.tensor_scale.numel() != 1:
-            raise TypeError("tensor_scale must be a one-element float32 tensor")
+        _check_tensor_scale(self.tensor_scale)
+        devices = {t.device for t in (self.codes, self.scales, self.tensor_scale)}
+        if len(devices) != 1:
+            raise ValueError(
+                "codes, scales and tensor_scale must be on one device, got "
+                f"{self.codes.device}, {self.scales.device} and {self.tensor_scale.device}"
+            )
+        if not isinstance(self.block_size, int) or isinstance(self.block_size, bool):
+            raise TypeError(f"block_size must be an int, got {type(self.block_size).__name__}")
         if self.block_size < 2 or self.block_size % 2:
             raise ValueError(f"block_size must be an even int >= 2, got {self.block_size}")
         if not self.shape:
@@ -110,9 +156,10 @@ class MX4Packed:
                 f"codes {tuple(self.codes.shape)} (expected {want_codes}), "
                 f"scales {tuple(self.scales.shape)} (expected {want_scales})"
             )
-        if self.fmt == "nvfp4" and bool((self.scales & FLAG).any()):
-            raise ValueError(
-                "an NVFP4 tensor has scale bytes with bit 7 set (unsigned E4M3 scales)"
+        if self.fmt == "nvfp4":
+            require(
+                (self.scales & FLAG) == 0,
+                "an NVFP4 tensor has scale bytes with bit 7 set (unsigned E4M3 scales)",
             )
 
     def __repr__(self) -> str:
@@ -163,7 +210,7 @@ class MX4Packed:
             "e1m2_fraction": float(self.format_map().float().mean()) if self.scales.numel() else 0.0
         }
         if reference is not None:
-            from mixfp4.quantize import dequantize
+            from mixfp4.quantizers import dequantize
 
             ref = reference.detach().float()
             err = (dequantize(self) - ref).double()

@@ -28,7 +28,7 @@ from mixfp4.nn import (
     MixFP4WeightOnlyConfig,
     quantize_,
 )
-from mixfp4.quantize import dequantize, quantize, quantize_mixfp4, quantize_nvfp4
+from mixfp4.quantizers import dequantize, quantize, quantize_mixfp4, quantize_nvfp4
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.device import seed_everything
 from shared_core.report import Report, subplots
@@ -238,7 +238,8 @@ def minilm_results(n_sentences: int) -> dict[str, Any]:
         layers = {n: cast(MixFP4Linear, q.get_submodule(n)) for n in names}
         sqnr[fmt] = {
             n: _sqnr_db(
-                cast(torch.nn.Linear, model.get_submodule(n)).weight.detach(), layers[n].weight
+                cast(torch.nn.Linear, model.get_submodule(n)).weight.detach(),
+                layers[n].dequantize_weight(),
             )
             for n in names
         }

@@ -83,6 +83,22 @@ def save_quantized(model: nn.Module, path: str | Path) -> None:
     _safetensors().save_file(state, str(path), metadata={_KEY: meta})
 
 
+def _layer_packed(tensors: dict[str, torch.Tensor], info: dict[str, Any], fqn: str) -> MX4Packed:
+    """The packed weight of layer ``fqn``; rewrites 0.1 files' keys (``weight_codes`` and a float
+    ``weight_tensor_scale``) to the 0.2 ones (``weight`` and ``weight_tensor_scale_bits``)."""
+    legacy = tensors.pop(f"{fqn}.weight_codes", None)
+    if legacy is not None:
+        tensors[f"{fqn}.weight"] = legacy
+        scale = tensors.pop(f"{fqn}.weight_tensor_scale").reshape(()).float()
+        tensors[f"{fqn}.weight_tensor_scale_bits"] = scale.clone().view(torch.int32)
+    parts = {
+        "codes": tensors[f"{fqn}.weight"],
+        "scales": tensors[f"{fqn}.weight_scales"],
+        "tensor_scale": tensors[f"{fqn}.weight_tensor_scale_bits"].view(torch.float32),
+    }
+    return MX4Packed.from_parts(parts, info)
+
+
 def load_quantized(model: nn.Module, path: str | Path) -> nn.Module:
     """Load a file written by :func:`save_quantized` into ``model``, a float model of the same
     architecture: the quantized layers are rebuilt from the stored bytes, the rest is loaded as
@@ -91,7 +107,7 @@ def load_quantized(model: nn.Module, path: str | Path) -> nn.Module:
     if "layers" not in meta:
         raise ValueError(f"{path} holds packed tensors, not a model: use load_packed")
     for fqn, info in meta["layers"].items():
-        packed = MX4Packed.from_parts(tensors, info, prefix=f"{fqn}.weight_")
+        packed = _layer_packed(tensors, info, fqn)
         bias = tensors.get(f"{fqn}.bias") if info["bias"] else None
         act = None if info["act"] is None else (info["act"][0], dict(info["act"][1]))
         layer = MixFP4Linear(packed, bias, act=act, dtype=getattr(torch, info["dtype"]))

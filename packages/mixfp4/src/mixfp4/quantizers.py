@@ -35,6 +35,7 @@ from mixfp4.packed import (
     Fmt,
     MX4Packed,
     pack_nibbles,
+    require,
 )
 from shared_core.kernels import block_absmax, resolve_backend
 
@@ -64,7 +65,9 @@ def _choice(name: str, value: Any, options: Sequence[Any]) -> None:
 
 
 def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
-    """float32 view of ``x`` after the dtype and shape checks (NaN/Inf: :func:`_block_amax`)."""
+    """``x`` detached, in its own dtype, after the dtype and shape checks (NaN/Inf:
+    :func:`_block_amax`). The quantizers cast to float32 chunk by chunk: a whole float32 copy of a
+    bf16 weight would double its memory (the ≤ 3× target)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _ACCEPTED:
@@ -75,7 +78,20 @@ def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
     if x.ndim == 0 or x.shape[-1] == 0:
         raise ValueError(f"x needs a non-empty last dimension to block, got shape {tuple(x.shape)}")
     _choice("nan_policy", nan_policy, NAN_POLICIES)
-    return x.detach().float()
+    return x.detach()
+
+
+def _check_output_dtype(dtype: Any) -> None:
+    """A decode target must be a floating ``torch.dtype``: an integer one would truncate values."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype must be a torch.dtype such as torch.float16, got {type(dtype).__name__} {dtype!r}"
+        )
+    if dtype not in _ACCEPTED:
+        raise TypeError(
+            f"dtype must be float16, bfloat16, float32 or float64, got {dtype} "
+            "(decoded values are not integers)"
+        )
 
 
 def _check_block_size(
@@ -136,35 +152,68 @@ def _block_amax(
     bad = None
     if nan_policy == "propagate":
         x, bad = _finite_part(x, block_size)
-    amax = block_absmax(x, block_size, backend="torch")
-    if nan_policy == "raise" and not bool(torch.isfinite(amax).all()):
-        n_bad = int((~torch.isfinite(x)).sum())
-        raise ValueError(
-            f"input contains NaN/Inf ({n_bad} values); they would poison every scale. "
-            "Clean the input or pass nan_policy='propagate' (those blocks decode to NaN)"
+    amax = _chunked_absmax(x, block_size)
+    if nan_policy == "raise":
+        require(
+            torch.isfinite(amax),
+            "input contains NaN/Inf; they would poison every scale. Clean the input or pass "
+            "nan_policy='propagate' (those blocks decode to NaN)",
+            lambda: f" ({int((~torch.isfinite(x)).sum())} values)",
         )
     return x, amax, bad
+
+
+def _chunked_absmax(x: torch.Tensor, block_size: int) -> torch.Tensor:
+    """float32 block maxima of ``x`` (any float dtype), a chunk of blocks at a time: the reference
+    casts and takes ``abs`` of its whole input. Exact: rounding to float32 is monotone, so the
+    maximum of the rounded values is the rounded maximum."""
+    flat = x.reshape(-1, block_size)
+    step = chunk_blocks(flat.shape[0], x.element_size())
+    parts = [
+        block_absmax(flat[i : i + step], block_size, backend="torch").float()
+        for i in range(0, max(flat.shape[0], 1), step)
+    ]
+    return torch.cat(parts).reshape(*x.shape[:-1], x.shape[-1] // block_size)
+
+
+def _user_tensor_scale(tensor_scale: Any, device: torch.device) -> torch.Tensor:
+    """A caller's tensor scale as a float32 scalar tensor, checked (a finite positive number)."""
+    if isinstance(tensor_scale, torch.Tensor):
+        if tensor_scale.numel() != 1 or not tensor_scale.is_floating_point():
+            raise TypeError(
+                "tensor_scale must be a positive float or a one-element floating tensor, got a "
+                f"{tensor_scale.dtype} tensor of shape {tuple(tensor_scale.shape)}"
+            )
+        value = tensor_scale.detach().to(device=device, dtype=torch.float32).reshape(())
+    elif isinstance(tensor_scale, (int, float)) and not isinstance(tensor_scale, bool):
+        value = torch.tensor(float(tensor_scale), dtype=torch.float32, device=device)
+    else:
+        raise TypeError(
+            "tensor_scale must be a positive float or a one-element floating tensor, got "
+            f"{type(tensor_scale).__name__} {tensor_scale!r}"
+        )
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"tensor_scale must be a finite positive number, got {v!r}")
+    return value
 
 
 def _tensor_scale(
     block_amax: torch.Tensor, tensor_scale: Any, denominator: float
 ) -> tuple[torch.Tensor, bool]:
-    """The FP32 tensor scale (a multiplier) and whether the caller supplied it."""
+    """The FP32 tensor scale (a multiplier) and whether the caller supplied it.
+
+    The automatic scale is computed on the device without reading it back (no host sync).
+    """
     device = block_amax.device
     if tensor_scale is not None:
-        value = torch.as_tensor(tensor_scale, dtype=torch.float32, device=device).reshape(())
-        v = float(value)
-        if not math.isfinite(v) or v <= 0:
-            raise ValueError(f"tensor_scale must be a finite positive number, got {v!r}")
-        return value, True
+        return _user_tensor_scale(tensor_scale, device), True
     amax = block_amax.amax() if block_amax.numel() else torch.zeros((), device=device)
     scale = amax.float() / denominator
-    if float(amax) == 0:
-        # An all-zero tensor: any scale decodes to zero; 1.0 keeps every number finite.
-        scale = torch.ones((), dtype=torch.float32, device=device)
-    elif float(scale) == 0:
-        # amax so small that amax / 2688 underflows: the smallest normal keeps the division finite.
-        scale = torch.full((), torch.finfo(torch.float32).tiny, device=device)
+    # An all-zero tensor: any scale decodes to zero; 1.0 keeps every number finite. An amax so
+    # small that amax / 2688 underflows: the smallest normal keeps the division finite.
+    tiny = torch.finfo(torch.float32).tiny
+    scale = torch.where(scale == 0, torch.where(amax == 0, 1.0, tiny), scale)
     return scale, False
 
 
@@ -207,7 +256,6 @@ def _round_elements(
 
 
 def quantize_candidate(
-    blocks: torch.Tensor,
     abs_blocks: torch.Tensor,
     sign: torch.Tensor,
     amax: torch.Tensor,
@@ -219,32 +267,35 @@ def quantize_candidate(
     *,
     with_xhat: bool = True,
 ) -> dict[str, torch.Tensor]:
-    """Quantize ``blocks`` ``[..., nb, B]`` on the grid ``multiplier · fmt`` with E4M3 block scales.
+    """Quantize the blocks with magnitudes ``abs_blocks`` ``[..., nb, B]`` on the grid ``multiplier · fmt`` with E4M3 block scales.
 
     ``abs_blocks`` and ``sign`` (:func:`_sign_nibble`) are ``|blocks|`` and its sign nibbles,
     computed once for both candidates: scaling by a positive factor keeps signs, and
-    ``|x| · r == |x · r|`` bit for bit. Returns the scale ``byte`` and ``raw`` scale ``[..., nb]``, ``codes`` ``[..., nb, B]`` and (with
-    ``with_xhat``) the dequantized ``xhat``, computed exactly as :func:`dequantize` does, so block
-    errors agree bit for bit with errors measured on the decoded tensor.
+    ``|x| · r == |x · r|`` bit for bit. Returns the scale ``byte`` and ``raw`` scale ``[..., nb]``,
+    ``codes`` ``[..., nb, B]`` and (with ``with_xhat``) ``diff = |x̂| - |x|``, with ``x̂`` decoded
+    exactly as :func:`dequantize` does, so block errors agree bit for bit with errors measured on
+    the decoded tensor.
     """
     grid = fmt.max * multiplier
     raw = (amax / grid) / s_t
     byte, s_b = e4m3_block_scale(raw, scale_min)
     # torchao 0.18's order: multiply by (1 / s_t) / s_b rather than divide by s_t · s_b (they can
     # differ in the last bit, which moves values sitting on a rounding boundary).
-    reciprocal = ((1.0 / s_t) / s_b).unsqueeze(-1)
-    # No clamp to ±grid here: the rounding saturates at fmt.max = grid / multiplier, and dividing by
-    # the power of two ``multiplier`` commutes with that clamp exactly.
-    scaled = abs_blocks * reciprocal
+    reciprocal = (1.0 / s_t) / s_b
+    # No clamp to ±grid here: the rounding saturates at fmt.max = grid / multiplier. Dividing by the
+    # power of two ``multiplier`` commutes with that clamp and with the product's rounding (barring
+    # subnormal products, which round to code 0 either way), so it folds into the [..., nb] factor.
     if multiplier != 1.0:
-        scaled = scaled / multiplier
+        reciprocal = reciprocal / multiplier
+    scaled = abs_blocks * reciprocal.unsqueeze(-1)
     codes, magnitude = _round_elements(scaled, sign, fmt, noise)
     out = {"byte": byte, "raw": raw, "codes": codes}
     if with_xhat:
         # (v · m) · t == v · (m · t) for the power of two m: one rounding of the same product, as
-        # dequantize's (v · 4) · (s_t · s_b) on E1M2 blocks.
+        # dequantize's (v · 4) · (s_t · s_b) on E1M2 blocks. Errors on magnitudes: the code's sign
+        # is the input's and RNE is symmetric, so |x̂ - x| == | |x̂| - |x| | bit for bit.
         total = ((s_t * s_b) * multiplier).unsqueeze(-1)
-        out["xhat"] = magnitude.copysign(blocks) * total  # the sign of the code, -0 included
+        out["diff"] = magnitude * total - abs_blocks
     return out
 
 
@@ -258,11 +309,55 @@ def block_error(diff: torch.Tensor, selector: str) -> torch.Tensor:
     return d.abs().amax(-1)
 
 
+# Relative gap under which two float32 block errors are re-compared in float64: a float32 sum of 16
+# squares is within 17 · 2^-24 (1e-6) of the exact one, far inside 2^-16.
+_NEAR_TIE = 2.0**-16
+_TINY_ERROR = 2.0**-100  # below this float32 squares may have lost bits to underflow
+
+
+def pick_e1m2(diff_a: torch.Tensor, diff_b: torch.Tensor, selector: str) -> torch.Tensor:
+    """Per block, True where candidate B's error is strictly smaller than A's, decided as in float64.
+
+    The errors are computed in float32 (an eighth of the float64 pass's memory traffic) and only
+    blocks whose two errors are within float32's rounding of each other, non-finite or tiny are
+    re-compared in float64, so the choice is bit-identical to :func:`block_error`'s.
+    """
+    if selector == "absmax":  # a max of float32 |d| is exact: no rounding to guard
+        return diff_b.abs().amax(-1) < diff_a.abs().amax(-1)
+    if selector == "mse":
+        err_a, err_b = (diff_a * diff_a).sum(-1), (diff_b * diff_b).sum(-1)
+    else:
+        err_a, err_b = diff_a.abs().sum(-1), diff_b.abs().sum(-1)
+    pick = err_b < err_a
+    top = torch.maximum(err_a, err_b)
+    near = ((err_a - err_b).abs() <= _NEAR_TIE * top) | (top < _TINY_ERROR) | ~torch.isfinite(top)
+    if bool(near.any()):
+        pick[near] = block_error(diff_b[near], selector) < block_error(diff_a[near], selector)
+    return pick
+
+
 def _saturation_warning(count: int, n_blocks: int) -> None:
     if count:
         warnings.warn(
             f"{count} of {n_blocks} blocks saturated the E4M3 block scale (448): tensor_scale is "
             "too small for them (calibrated on smaller data?); their values were clipped",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def _underflow_warning(codes: torch.Tensor, amax: torch.Tensor, block_size: int) -> None:
+    """Warn when a calibrated tensor scale flushed every non-zero block to zero codes."""
+    nonzero = amax > 0
+    n_nonzero = int(nonzero.sum())
+    if not n_nonzero:
+        return
+    # A byte's two magnitudes are bits 0-2 and 4-6; a block decodes to zero iff all of them are 0.
+    live = _blocked(codes & 0x77, block_size // 2).amax(dim=-1) > 0
+    if not bool((live & nonzero).any()):
+        warnings.warn(
+            f"all {n_nonzero} non-zero blocks underflowed to zero: tensor_scale is too large "
+            "for this tensor (calibrated on larger data?); it decodes to all zeros",
             UserWarning,
             stacklevel=4,
         )
@@ -295,11 +390,11 @@ def _mixfp4_reference(
     a = b = None
     if use_e2m1:
         a = quantize_candidate(
-            blocks, abs_blocks, sign, amax, s_t, E2M1, 1.0, scale_min, noise, with_xhat=both
+            abs_blocks, sign, amax, s_t, E2M1, 1.0, scale_min, noise, with_xhat=both
         )
     if use_e1m2:
         b = quantize_candidate(
-            blocks, abs_blocks, sign, amax, s_t, E1M2, mult, scale_min, noise, with_xhat=both
+            abs_blocks, sign, amax, s_t, E1M2, mult, scale_min, noise, with_xhat=both
         )
     if a is None or b is None:
         only = a if b is None else b
@@ -308,12 +403,51 @@ def _mixfp4_reference(
         codes, byte, raw = only["codes"], only["byte"], only["raw"]
     else:
         # Strictly better only: a tie keeps E2M1, so exact-NVFP4 blocks stay NVFP4.
-        pick = block_error(b["xhat"] - blocks, selector) < block_error(a["xhat"] - blocks, selector)
+        pick = pick_e1m2(a["diff"], b["diff"], selector)
         codes = torch.where(pick.unsqueeze(-1), b["codes"], a["codes"])
         byte = torch.where(pick, b["byte"], a["byte"])
         raw = torch.where(pick, b["raw"], a["raw"])
     byte = byte | (pick.to(torch.uint8) * FLAG)
     return pack_nibbles(codes.reshape(x.shape)), byte, raw > E4M3_MAX
+
+
+# Blocks per pass of the reference: its float32 temporaries are about ten times the chunk, so a
+# chunk of at most a 32nd of the input's bytes (an eighth of a float32 tensor, a 16th of a bf16 one)
+# and at most 2^16 blocks (4 MiB of float32) keeps the peak extra memory near 2x the input; the
+# floor keeps per-pass overhead negligible on small tensors.
+_CHUNK_MAX_BLOCKS = 1 << 16
+_CHUNK_MIN_BLOCKS = 1 << 12
+
+
+def chunk_blocks(n_blocks: int, itemsize: int = 4) -> int:
+    """Blocks per pass for a tensor of ``n_blocks`` blocks of ``itemsize``-byte elements."""
+    return max(_CHUNK_MIN_BLOCKS, min(_CHUNK_MAX_BLOCKS, n_blocks * itemsize // 32))
+
+
+def _mixfp4_chunked(
+    x: torch.Tensor, amax: torch.Tensor, *, block_size: int, noise: torch.Tensor | None, **kw: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_mixfp4_reference` over chunks of blocks (blocks are independent given ``s_t``)."""
+    flat = x.reshape(-1, block_size)
+    flat_amax = amax.reshape(-1, 1)
+    flat_noise = None if noise is None else noise.reshape(-1, block_size)
+    step = chunk_blocks(flat.shape[0], x.element_size())
+    parts = [
+        _mixfp4_reference(
+            flat[i : i + step].float(),
+            flat_amax[i : i + step],
+            block_size=block_size,
+            noise=None if flat_noise is None else flat_noise[i : i + step],
+            **kw,
+        )
+        for i in range(0, max(flat.shape[0], 1), step)
+    ]
+    codes, byte, saturated = (torch.cat(t) for t in zip(*parts, strict=True))
+    return (
+        codes.reshape(*x.shape[:-1], x.shape[-1] // 2),
+        byte.reshape(amax.shape),
+        saturated.reshape(amax.shape),
+    )
 
 
 def quantize_mixfp4(
@@ -397,6 +531,13 @@ def _quantize_e4m3(
     _choice("e1m2_mode", e1m2_mode, E1M2_MODES)
     _choice("scale_min", scale_min, tuple(SCALE_MINS))
     _choice("rounding", rounding, ROUNDINGS)
+    # A bare string is one format, not a sequence of characters.
+    if isinstance(formats, str):
+        formats = (formats,)
+    elif not isinstance(formats, (list, tuple)):
+        raise TypeError(
+            f"formats must be a sequence of 'e2m1'/'e1m2', got {type(formats).__name__} {formats!r}"
+        )
     formats = tuple(formats)
     if not formats or any(f not in ("e2m1", "e1m2") for f in formats):
         raise ValueError(f"formats must be a non-empty subset of ('e2m1', 'e1m2'), got {formats!r}")
@@ -413,10 +554,10 @@ def _quantize_e4m3(
         from mixfp4.kernels import mixfp4_quantize_triton
 
         codes, byte, saturated = mixfp4_quantize_triton(
-            xp, s_t, block_size, selector, use, E1M2_MULTIPLIER[e1m2_mode], scale_min, noise
+            xp.float(), s_t, block_size, selector, use, E1M2_MULTIPLIER[e1m2_mode], scale_min, noise
         )
     else:
-        codes, byte, saturated = _mixfp4_reference(
+        codes, byte, saturated = _mixfp4_chunked(
             xp,
             amax,
             block_size=block_size,
@@ -429,6 +570,7 @@ def _quantize_e4m3(
         )
     if user_scale:
         _saturation_warning(int(saturated.sum()), saturated.numel())
+        _underflow_warning(codes, amax, block_size)
     if bad_blocks is not None:
         byte = torch.where(bad_blocks, torch.tensor(SCALE_MAGNITUDE, dtype=torch.uint8), byte)
         codes = codes.masked_fill(bad_blocks.repeat_interleave(block_size // 2, dim=-1), 0)
@@ -516,7 +658,7 @@ def quantize_mxfp4(
     ``scale_rounding="floor"`` is the OCP MX v1.0 rule (values above ``6 · 2^e`` saturate);
     ``"ceil"`` rounds the scale up so that nothing clips (fouroversix, torchao RCEIL-like).
     """
-    x = _check_input(x, nan_policy)
+    x = _check_input(x, nan_policy).float()
     block_size = _check_block_size(block_size, 32, strict, "MXFP4", stacklevel=3)
     _choice("scale_rounding", scale_rounding, ("floor", "ceil"))
     _choice("rounding", rounding, ROUNDINGS)
@@ -568,16 +710,38 @@ def dequantize(
     """
     if not isinstance(packed, MX4Packed):
         raise TypeError(f"dequantize expects an MX4Packed, got {type(packed).__name__}")
+    _check_output_dtype(dtype)
     _choice("nan_policy", nan_policy, NAN_POLICIES)
     if nan_policy == "raise":
-        n_nan = int(packed.nan_blocks().sum())
-        if n_nan:
-            raise ValueError(
-                f"NaN scale byte in {n_nan} blocks (0x7F/0xFF); decode with nan_policy='propagate' "
-                "to get NaN there"
-            )
-    v = packed.element_values()
-    v = _blocked(v, packed.block_size)
+        nan = packed.nan_blocks()
+        require(
+            ~nan,
+            "NaN scale byte (0x7F/0xFF); decode with nan_policy='propagate' to get NaN there",
+            lambda: f" ({int(nan.sum())} blocks)",
+        )
+    k = packed.shape[-1]
+    codes = packed.codes.reshape(-1, packed.codes.shape[-1])
+    scales = packed.scales.reshape(-1, packed.scales.shape[-1])
+    out = torch.empty(codes.shape[0], k, dtype=dtype, device=codes.device)
+    # Rows a chunk at a time: the int64 lookup indices and float32 products of the whole tensor
+    # would be about 3x the output on top of it.
+    step = max(1, chunk_blocks(scales.numel(), out.element_size()) // max(1, scales.shape[-1]))
+    for i in range(0, codes.shape[0], step):
+        rows = MX4Packed(
+            codes=codes[i : i + step],
+            scales=scales[i : i + step],
+            tensor_scale=packed.tensor_scale,
+            shape=(codes[i : i + step].shape[0], k),
+            block_size=packed.block_size,
+            fmt=packed.fmt,
+            e1m2_mode=packed.e1m2_mode,
+        )
+        out[i : i + step] = _decode(rows)[:, :k]
+    return out.reshape(packed.shape)
+
+
+def _decode(packed: MX4Packed) -> torch.Tensor:
+    """float32 ``v · (s_t · s_b)`` of a 2-D ``packed``, padded columns included."""
+    v = _blocked(packed.element_values(), packed.block_size)
     total = (packed.tensor_scale.reshape(()).float() * packed.block_scales()).unsqueeze(-1)
-    xhat = (v * total).reshape(*v.shape[:-2], packed.padded_k)
-    return xhat[..., : packed.shape[-1]].to(dtype)
+    return (v * total).reshape(v.shape[0], packed.padded_k)
