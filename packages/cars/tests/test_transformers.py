@@ -146,9 +146,6 @@ def test_logits_processor_runs_inside_generate(model):
             c.reset()
             assert all(c.advance(t) for t in out[0, 1:].tolist())
     assert proc.attempts == 6 and proc.trie.n_nodes > 1
-    with pytest.raises(ValueError, match="batch size above one"):
-        proc.begin(1)
-        proc(torch.zeros(2, 1, dtype=torch.long), torch.zeros(2, V))
 
 
 def test_stop_token_ids_collects_every_source(model):
@@ -159,3 +156,28 @@ def test_stop_token_ids_collects_every_source(model):
 
     model.generation_config.eos_token_id = [1, 11]
     assert stop_token_ids(model, Tok()) == sorted({1, 11, 7, model.config.eos_token_id})
+
+
+def test_batched_generate_runs_one_trie_per_row(model):
+    from cars_sampling.processor import CARSLogitsProcessor
+
+    c = constraint()
+    proc = CARSLogitsProcessor(c)
+    prompts = torch.tensor([[0, 2], [0, 3], [0, 2]])
+    model.generation_config.repetition_penalty = 1.3  # a shipped option that generate() must reset
+    torch.manual_seed(0)
+    n_valid = 0
+    for _ in range(4):
+        out, valid = proc.generate(model, prompts, max_new_tokens=6)
+        assert len(valid) == 3
+        for row, ok in zip(out.tolist(), valid, strict=True):
+            if ok:
+                n_valid += 1
+                c.reset()
+                gen = [t for t in row[2:] if t != EOS]
+                assert all(c.advance(t) for t in gen) and c.is_accepting()
+    model.generation_config.repetition_penalty = 1.0
+    assert proc.n_tries == 3  # rows 0 and 2 share a prompt but not a trie
+    assert proc.attempts == 12 and n_valid > 0
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        proc.generate(model, prompts, max_new_tokens=6, repetition_penalty=1.2)

@@ -18,6 +18,7 @@ attempt is ``P(L) / Z_root``; ``Z_root`` only decreases, so acceptance only impr
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -105,12 +106,13 @@ def prompt_ids(prompt: Any, tokenizer: Any = None) -> list[int]:
 
 def check_logprobs(logp: torch.Tensor, prefix: Sequence[int]) -> None:
     """Refuse NaN or an all ``-inf`` distribution: a broken LM is not an exhausted language."""
-    if bool(torch.isnan(logp).any()):
+    top = float(logp.max())  # NaN propagates through max; all -inf gives -inf: one pass for both
+    if math.isnan(top):
         raise ValueError(
             f"the LM returned NaN log-probs after the generated prefix {list(prefix)[:20]} "
             f"(prompt excluded); check the model's weights and dtype"
         )
-    if not bool(torch.isfinite(logp).any()):
+    if top == -math.inf:
         raise ValueError(
             f"the LM gave every token log-prob -inf after the generated prefix {list(prefix)[:20]} "
             f"(prompt excluded): no next-token distribution to sample from"

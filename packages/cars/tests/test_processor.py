@@ -1,0 +1,87 @@
+"""The logits processor across prompts, LMs and batch rows: one trie per (prompt, LM, row)."""
+
+import pytest
+import torch
+from cars_sampling import CARSSampler, ToyLM, exact_distribution
+from cars_sampling.processor import (
+    CARSLogitsProcessor,
+    check_generate_options,
+    generate_kwargs,
+)
+from cars_sampling.trie import draw
+
+pytest.importorskip("scipy.stats")
+
+
+def drive(proc, lm, prompt, n, rng):
+    """One attempt of ``generate`` by hand: the processor's scores, drawn with ``rng``."""
+    proc.begin(len(prompt))
+    ids = list(prompt)
+    while True:
+        out = proc(torch.tensor([ids]), lm.logprobs(ids)[None])
+        if proc.attempt_failed:
+            break
+        tok = draw(torch.exp(out[0].double()), float(rng.random()))
+        ids.append(tok)
+        if tok == lm.eos_token_id or len(ids) - len(prompt) == n:
+            break
+    ok = proc.finish(ids)
+    return [t for t in ids[len(prompt) :] if t != lm.eos_token_id] if ok else None
+
+
+def test_alternating_prompts_sample_each_prompts_exact_distribution(toy, chi_square):
+    import numpy as np
+
+    lm, c, n = toy
+    prompts = [(0,), (2, 1)]
+    exact = {p: exact_distribution(lm, c, max_new_tokens=n, prompt=p) for p in prompts}
+    proc, rng = CARSLogitsProcessor(c), np.random.default_rng(0)
+    got = {p: [] for p in prompts}
+    while min(len(v) for v in got.values()) < 600:
+        for p in prompts:
+            sample = drive(proc, lm, p, n, rng)
+            if sample is not None and len(got[p]) < 600:
+                got[p].append(sample)
+    assert proc.n_tries == 2
+    for p in prompts:
+        assert chi_square(got[p], exact[p]) > 1e-3, p
+
+
+def test_a_swapped_lm_or_temperature_starts_a_new_trie(toy):
+    lm, c, n = toy
+    other = ToyLM(4, lm.eos_token_id, seed=9)
+    s = CARSSampler(lm, c, max_new_tokens=n, seed=0)
+    s.sample([0], n_samples=20)
+    s.lm = other
+    s.sample([0], n_samples=1)
+    assert torch.allclose(s.trie.root.logp, other.logprobs([0]))
+    assert s.stats.accepted == 1
+    s.temperature = 2.0
+    s.sample([0], n_samples=1)
+    assert s.stats.accepted == 1
+    assert torch.allclose(s.trie.root.logp, torch.log_softmax(other.logprobs([0]) / 2.0, 0))
+
+
+def test_processor_detects_a_changed_lm_from_the_root_scores(toy):
+    import numpy as np
+
+    lm, c, n = toy
+    proc, rng = CARSLogitsProcessor(c), np.random.default_rng(1)
+    for _ in range(5):
+        drive(proc, lm, (0,), n, rng)
+    other = ToyLM(4, lm.eos_token_id, seed=9)
+    drive(proc, other, (0,), n, rng)
+    assert torch.allclose(proc.trie.root.logp, other.logprobs([0]))
+    assert proc.attempts == 1  # the stale trie's attempts are gone with it
+
+
+def test_options_that_break_exactness_are_refused_or_reset():
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        check_generate_options({"repetition_penalty": 1.2})
+    with pytest.raises(ValueError, match="min_p"):
+        check_generate_options({"min_p": 0.1})
+    with pytest.raises(ValueError, match="do_sample"):
+        check_generate_options({"do_sample": False})
+    kw = generate_kwargs(8, [3])
+    assert kw["repetition_penalty"] == 1.0 and kw["top_k"] == 0 and kw["min_p"] is None
+    check_generate_options(kw)
