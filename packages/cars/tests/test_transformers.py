@@ -181,3 +181,34 @@ def test_batched_generate_runs_one_trie_per_row(model):
     assert proc.attempts == 12 and n_valid > 0
     with pytest.raises(ValueError, match="repetition_penalty"):
         proc.generate(model, prompts, max_new_tokens=6, repetition_penalty=1.2)
+
+
+def test_local_model_benchmark_runs_on_a_model_with_a_chat_template(tmp_path, small_tokenizer):
+    """transformers 5 returns a BatchEncoding from apply_chat_template: the script copes."""
+    import importlib.util
+    from pathlib import Path
+
+    from cars_sampling.transformers_lm import chat_prompt_ids
+
+    tok = small_tokenizer
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    assert chat_prompt_ids(tok, "ab") == tok("ab", add_special_tokens=False)["input_ids"]
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        eos_token_id=tok.eos_token_id,
+    )
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cars_local_model.py"
+    spec = importlib.util.spec_from_file_location("cars_local_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = ["--model", str(tmp_path), "--styles", "cars", "--n-samples", "1"]
+    out = module.main([*args, "--max-attempts", "3", "--max-new-tokens", "4"])
+    assert out["cars"]["attempts"] >= 1
+    tok.chat_template = None
