@@ -79,7 +79,7 @@ def test_advance_agrees_with_the_mask_on_forced_text(small_tokenizer):
 def test_bad_grammars_raise_grammar_error(small_tokenizer):
     with pytest.raises(GrammarError, match="does not compile"):
         LLGuidanceConstraint.from_grammar("start: foo(", small_tokenizer)
-    with pytest.raises(GrammarError, match="invalid JSON schema|does not compile"):
+    with pytest.raises(GrammarError, match=r"invalid JSON schema|does not compile"):
         LLGuidanceConstraint.from_json_schema('{"type": "nonsense"}', small_tokenizer)
 
 

@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("llguidance")
 
-from cars_sampling import CARSSampler, ToyLM  # noqa: E402
-from cars_sampling.llguidance_backend import LLGuidanceConstraint  # noqa: E402
+from cars_sampling import CARSSampler, ToyLM
+from cars_sampling.llguidance_backend import LLGuidanceConstraint
 
 SPECIALS = ["<|pad|>", "<|eos|>", "<|bos|>", "<|mask|>", "<|unk|>"]
 

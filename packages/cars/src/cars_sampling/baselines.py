@@ -117,9 +117,11 @@ def sample_with(
     max_new_tokens: int = 512,
     seed: int | None = None,
     tokenizer: Any = None,
+    prefix_cache: bool = True,
 ) -> SampleResult:
     """One run of a sampler style (``cars``, ``ars``, ``rsft``, ``rs``) or of GCD (``gcd``), with
-    a fresh sampler: the common entry point of the reproduction and the benchmarks."""
+    a fresh sampler: the common entry point of the reproduction and the benchmarks.
+    ``prefix_cache=False`` runs the LM at every step of every attempt (the paper's regime)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "gcd":
@@ -140,6 +142,7 @@ def sample_with(
         style=cast(Style, method),
         max_new_tokens=max_new_tokens,
         seed=seed,
+        prefix_cache=prefix_cache,
     )
     return sampler.sample(prompt, n_samples=n_samples, max_attempts=max_attempts)
 

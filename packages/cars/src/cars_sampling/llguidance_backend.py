@@ -61,7 +61,9 @@ def default_stop_tokens(tokenizer: Any, model: Any = None) -> list[int]:
         elif isinstance(value, (list, tuple)):
             ids.update(int(v) for v in value)
     if not ids:
-        raise ValueError("the tokenizer has no eos_token_id and no generation config names one; pass eos_token_ids")
+        raise ValueError(
+            "the tokenizer has no eos_token_id and no generation config names one; pass eos_token_ids"
+        )
     return sorted(ids)
 
 
@@ -130,9 +132,7 @@ class LLGuidanceConstraint:
         self.fingerprint = (
             "llg:"
             + hashlib.sha256(
-                repr(
-                    (grammar, sorted(eos), self._lltok.vocab_size, allow_special_tokens)
-                ).encode()
+                repr((grammar, sorted(eos), self._lltok.vocab_size, allow_special_tokens)).encode()
             ).hexdigest()[:16]
         )
         self.reset()

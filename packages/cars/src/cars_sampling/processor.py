@@ -83,7 +83,7 @@ def check_generate_options(options: dict[str, Any]) -> None:
         raise ValueError(
             f"generate options {bad} change the distribution generate samples from, so the "
             "samples would not be exact; give the temperature to CARSLogitsProcessor and leave "
-            f"these at {({k: NEUTRAL_GENERATE_OPTIONS.get(k, True) for k in bad})}"
+            f"these at { ({k: NEUTRAL_GENERATE_OPTIONS.get(k, True) for k in bad}) }"
         )
 
 

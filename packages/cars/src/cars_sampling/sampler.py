@@ -339,7 +339,9 @@ class CARSSampler:
                 f"prompt token ids {bad[:5]} are outside the LM's vocabulary [0, {self.lm.vocab_size})"
             )
         key = self._run_key(ids)
-        if key != self._key:  # a new prompt, grammar, LM or temperature: the old trie would be wrong
+        if (
+            key != self._key
+        ):  # a new prompt, grammar, LM or temperature: the old trie would be wrong
             self.reset()
             self._key = key
             self._prompt = ids

@@ -84,6 +84,14 @@ class TransformersLM:
         self._cache: Any = None
         self._cache_ids: tuple[int, ...] = ()
 
+    def new_attempt(self) -> None:
+        """Forget the KV slices of earlier attempts, as a fresh ``generate`` call does.
+
+        The sampler calls it at each attempt when ``prefix_cache=False`` (the paper's regime):
+        the cache then only spans one attempt, prompt prefill included.
+        """
+        self.clear_cache()
+
     def context(self, prefix_ids: Sequence[int]) -> list[int]:
         """The ids the model actually sees for ``prefix_ids`` (BOS prepended when configured)."""
         ids = [int(t) for t in prefix_ids]
