@@ -54,7 +54,9 @@ NEUTRAL_GENERATE_OPTIONS: dict[str, Any] = {
 }
 
 
-def generate_kwargs(max_new_tokens: int, eos_token_ids: Sequence[int]) -> dict[str, Any]:
+def generate_kwargs(
+    max_new_tokens: int, eos_token_ids: Sequence[int] | frozenset[int]
+) -> dict[str, Any]:
     """``generate`` arguments that sample exactly from the processed scores.
 
     Every distribution-changing option is set to its neutral value, overriding what a model's
