@@ -183,6 +183,7 @@ def test_batched_generate_runs_one_trie_per_row(model):
         proc.generate(model, prompts, max_new_tokens=6, repetition_penalty=1.2)
 
 
+@pytest.mark.slow
 def test_local_model_benchmark_runs_on_a_model_with_a_chat_template(tmp_path, small_tokenizer):
     """transformers 5 returns a BatchEncoding from apply_chat_template: the script copes."""
     import importlib.util
