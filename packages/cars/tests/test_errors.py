@@ -143,3 +143,41 @@ def test_a_cone_cannot_push_the_trie_past_its_limit():
     except TrieMemoryError:
         pass
     assert trie.nbytes <= limit
+
+
+class _PosInfLM:
+    """A toy LM with one +inf log-prob: before 0.2.0 this read as "the language is exhausted"."""
+
+    def __init__(self, lm):
+        self.lm, self.vocab_size = lm, lm.vocab_size
+
+    def logprobs(self, prefix_ids):
+        x = self.lm.logprobs(prefix_ids).clone()
+        x[2] = float("inf")
+        return x
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_a_positive_infinite_log_prob_raises_naming_the_prefix(toy, temperature):
+    from cars_sampling import exact_distribution, sample_with
+    from cars_sampling.processor import CARSLogitsProcessor
+
+    lm, c, n = toy
+    bad = _PosInfLM(lm)
+    with pytest.raises(ValueError, match=r"\+inf for token ids \[2\] after the generated prefix"):
+        CARSSampler(bad, c, max_new_tokens=n, temperature=temperature, seed=0).sample([0])
+    for style in ("ars", "rs", "gcd"):
+        with pytest.raises(ValueError, match=r"\+inf"):
+            sample_with(style, bad, c, prompt=[0], max_new_tokens=n, seed=0)
+    with pytest.raises(ValueError, match=r"\+inf"):
+        exact_distribution(bad, c, max_new_tokens=n, prompt=[0])
+    proc = CARSLogitsProcessor(c, temperature=temperature)
+    proc.begin(1)
+    with pytest.raises(ValueError, match=r"\+inf for token ids \[2\]"):
+        proc(torch.tensor([[0]]), bad.logprobs([0])[None])
+
+
+def test_booleans_are_not_token_ids(toy):
+    lm, c, n = toy
+    with pytest.raises(ValueError, match="bool"):
+        CARSSampler(lm, c, max_new_tokens=n).sample([True, 0])

@@ -8,6 +8,7 @@ from cars_sampling import CARSSampler, ToyLM
 from cars_sampling.llguidance_backend import LLGuidanceConstraint
 
 SPECIALS = ["<|pad|>", "<|eos|>", "<|bos|>", "<|mask|>", "<|unk|>"]
+ADDED = "<|im_start|>"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def tok():
         show_progress=False,
     )
     t.train_from_iterator(["say please, say hello"] * 20, trainer=trainer)
-    return transformers.PreTrainedTokenizerFast(
+    tok = transformers.PreTrainedTokenizerFast(
         tokenizer_object=t,
         pad_token="<|pad|>",
         eos_token="<|eos|>",
@@ -34,17 +35,24 @@ def tok():
         unk_token="<|unk|>",
         clean_up_tokenization_spaces=False,
     )
+    # An added token marked special but not in all_special_ids (chat markers such as Llama-3's
+    # <|eot_id|>): both backends must treat it as special.
+    from tokenizers import AddedToken
+
+    tok.add_tokens([AddedToken(ADDED, special=True)])
+    assert tok.convert_tokens_to_ids(ADDED) not in tok.all_special_ids
+    return tok
 
 
 def special_ids(tok):
-    return {tok.convert_tokens_to_ids(s) for s in SPECIALS} - {tok.eos_token_id}
+    return {tok.convert_tokens_to_ids(s) for s in [*SPECIALS, ADDED]} - {tok.eos_token_id}
 
 
 @pytest.mark.parametrize("grammar", ["start: <[*]>+", "start: <[^5-20]>+", 'start: "a" <[*]>'])
 def test_token_wildcards_never_allow_special_tokens(tok, grammar):
     c = LLGuidanceConstraint.from_grammar(grammar, tok)
     banned = sorted(special_ids(tok))
-    assert len(banned) == 4 and c.special_token_ids == set(banned)
+    assert len(banned) == 5 and c.special_token_ids == set(banned)
     c.reset()
     if grammar.startswith('start: "a"'):
         assert c.advance(tok("a", add_special_tokens=False)["input_ids"][0])
@@ -64,22 +72,33 @@ def test_sampling_through_a_wildcard_grammar_emits_no_special_token(tok):
     assert not {t for s in res.token_ids for t in s} & special_ids(tok)
 
 
-def test_a_literal_that_spells_a_special_token_is_not_refused(tok):
-    # 0.1 refused this grammar by scanning its text. It compiles now; llguidance's canonical
-    # tokenization of forced text maps the literal onto the special id, which the guard removes,
-    # so llguidance cannot sample it (README: Deviations). The DFA backend spells it in text tokens.
+def test_a_literal_that_spells_a_special_token_raises_a_grammar_error(tok):
+    # llguidance's canonical tokenization of forced text maps the literal onto the special id,
+    # which the guard removes: the sampler must say so, not report an exhausted language.
+    from cars_sampling import GrammarError
+
+    with pytest.raises(GrammarError, match=r"special token\(s\) \[\d+\] \['<\|pad\|>'\]"):
+        LLGuidanceConstraint.from_grammar('start: "<|pad|>"', tok)
     c = LLGuidanceConstraint.from_grammar('start: "say <|pad|> please"', tok)
-    c.reset()
-    assert not c.allowed_mask()[sorted(special_ids(tok))].any()
+    lm = ToyLM(len(tok), tok.eos_token_id, seed=1, sharpness=0.5, eos_bias=3.0)
+    with pytest.raises(GrammarError, match="allow_special_tokens=True"):
+        CARSSampler(lm, c, tokenizer=tok, max_new_tokens=20, seed=0).sample(max_attempts=3000)
+
+
+@pytest.mark.parametrize("text", ["<|pad|>", ADDED])
+def test_the_dfa_backend_spells_special_tokens_in_text_tokens(tok, text):
     from cars_sampling import DFAConstraint
 
-    dfa = DFAConstraint.from_regex(r"say <\|pad\|> please", tok)
+    dfa = DFAConstraint.from_regex(f"say {text} please".replace("|", r"\|"), tok)
+    dfa.reset()
+    for t in sorted(special_ids(tok)):  # the same set the llguidance backend bans
+        assert dfa.vocab[t] is None
     lm = ToyLM(len(tok), tok.eos_token_id, seed=1, sharpness=0.5, eos_bias=3.0)
     res = CARSSampler(lm, dfa, tokenizer=tok, max_new_tokens=20, seed=0).sample(
         n_samples=2, max_attempts=3000
     )
     assert res.n_valid == 2
-    assert res.texts == ["say <|pad|> please"] * 2
+    assert res.texts == [f"say {text} please"] * 2
     assert not {t for s in res.token_ids for t in s} & special_ids(tok)
 
 

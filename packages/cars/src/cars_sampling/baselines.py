@@ -17,7 +17,7 @@ import torch
 from cars_sampling.constraints import Constraint
 from cars_sampling.lm import NextTokenLM
 from cars_sampling.sampler import CARSSampler, SampleResult, Style, prompt_ids
-from cars_sampling.tempering import check_sampling_args, transform_logprobs
+from cars_sampling.tempering import check_logprobs, check_sampling_args, transform_logprobs
 from cars_sampling.trie import draw, probs_from_logp
 
 
@@ -56,7 +56,9 @@ def gcd_sample(
         lp_sum = 0.0
         ok = False
         while True:
-            logp = transform_logprobs(lm.logprobs([*ids, *tokens]).detach().cpu(), temperature)
+            raw = lm.logprobs([*ids, *tokens]).detach().cpu()
+            check_logprobs(raw, tokens)
+            logp = transform_logprobs(raw, temperature)
             passes += 1
             lse = float(torch.logsumexp(logp.to(torch.float64), 0))
             weights = probs_from_logp(logp, lse) * constraint.allowed_mask().to(torch.float64)
@@ -164,7 +166,9 @@ def ancestral_sample(
     for _ in range(n_samples):
         tokens: list[int] = []
         while len(tokens) < max_new_tokens:
-            logp = transform_logprobs(lm.logprobs([*prompt, *tokens]), temperature)
+            raw = lm.logprobs([*prompt, *tokens]).detach().cpu()
+            check_logprobs(raw, tokens)
+            logp = transform_logprobs(raw, temperature)
             lse = float(torch.logsumexp(logp.to(torch.float64), 0))
             tok = draw(probs_from_logp(logp, lse), float(rng.random()))
             if tok in eos:

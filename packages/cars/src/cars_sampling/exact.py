@@ -17,7 +17,7 @@ import torch
 
 from cars_sampling.constraints import Constraint
 from cars_sampling.lm import NextTokenLM
-from cars_sampling.tempering import transform_logprobs
+from cars_sampling.tempering import check_logprobs, transform_logprobs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +63,9 @@ def exact_distribution(
         prefix, lp = stack.pop()
         replay(prefix)
         allowed = constraint.allowed_mask().nonzero().flatten().tolist()
-        logp = transform_logprobs(lm.logprobs([*prompt, *prefix]), temperature).to(torch.float64)
+        raw = lm.logprobs([*prompt, *prefix]).detach().cpu()
+        check_logprobs(raw, prefix)
+        logp = transform_logprobs(raw, temperature).to(torch.float64)
         logp = logp - torch.logsumexp(logp, 0)  # the sampler renormalises float32 log-probs too
         for tok in allowed:
             lp_tok = lp + float(logp[tok])

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cars_sampling.constraints import special_ids
 from cars_sampling.errors import GrammarError
 
 # llguidance's JSON compile options besides separators and whitespace (its ``x-guidance`` keys).
@@ -32,14 +33,6 @@ JSON_OPTIONS = frozenset(
         "lenient",
     }
 )
-
-
-def special_ids(tokenizer: Any) -> set[int]:
-    """Ids of the tokenizer's special tokens: ``all_special_ids`` and added tokens marked special."""
-    ids = {int(t) for t in getattr(tokenizer, "all_special_ids", ()) if t is not None}
-    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
-    ids.update(int(i) for i, tok in added.items() if getattr(tok, "special", False))
-    return ids
 
 
 def default_stop_tokens(tokenizer: Any, model: Any = None) -> list[int]:
@@ -87,7 +80,9 @@ class LLGuidanceConstraint:
     tokens (``all_special_ids`` and added special tokens, stop tokens aside) are removed from
     every mask unless ``allow_special_tokens=True``, whatever the grammar says (``<[*]>``,
     ``<[0-511]>``, ``<|pad|>``): a user-supplied grammar cannot emit control tokens. A literal
-    that merely spells one (``"say <|pad|> please"``) is ordinary text and allowed. ``vocab_size``
+    that spells one (``"say <|pad|> please"``) compiles, but llguidance tokenizes it to the
+    special token, so it cannot be sampled: where the guard leaves a prefix no continuation,
+    :class:`~cars_sampling.GrammarError` says so (at construction when it is the first token). ``vocab_size``
     pads the mask for models with extra rows.
     """
 
@@ -116,6 +111,9 @@ class LLGuidanceConstraint:
         self._banned = np.array(
             sorted(t for t in self.special_token_ids if t < self.vocab_size), dtype=np.int64
         )
+        self._special_names = {
+            t: str(tokenizer.convert_ids_to_tokens(t)) for t in self._banned.tolist()
+        }
         self._lltok = llg.hf.from_tokenizer(tokenizer, eos_token=eos)
         if self._lltok.vocab_size > self.vocab_size:
             raise ValueError(
@@ -136,6 +134,7 @@ class LLGuidanceConstraint:
             ).hexdigest()[:16]
         )
         self.reset()
+        self._mask()  # a grammar that can only start with a banned special token fails here
 
     @classmethod
     def from_grammar(cls, grammar: str, tokenizer: Any, **kwargs: Any) -> LLGuidanceConstraint:
@@ -199,6 +198,7 @@ class LLGuidanceConstraint:
     # -- protocol ------------------------------------------------------------------------------
     def reset(self) -> None:
         self._m = self._initial.deep_copy()
+        self._consumed: list[int] = []
         self._dead = False
         self._finished = False
 
@@ -217,14 +217,31 @@ class LLGuidanceConstraint:
             self._dead = True
             return False
         self._m.consume_token(token_id)
+        self._consumed.append(int(token_id))
         return True
 
     def _mask(self) -> np.ndarray:
         bits = np.frombuffer(self._m.compute_bitmask(), dtype=np.uint8)
         mask = np.unpackbits(bits, bitorder="little")[: self._lltok.vocab_size].astype(bool)
         if not self.allow_special_tokens:  # checked on the compiled mask: no grammar escapes it
-            mask[self._banned[self._banned < mask.size]] = False
+            banned = self._banned[self._banned < mask.size]
+            forced = banned[mask[banned]]
+            mask[banned] = False
+            if forced.size and not mask.any() and not self._m.is_accepting():
+                self._refuse_forced_special(forced)
         return mask
+
+    def _refuse_forced_special(self, forced: np.ndarray) -> None:
+        """The grammar can only continue with special tokens the guard removes: say so."""
+        names = [self._special_names.get(int(t), "?") for t in forced[:5]]
+        raise GrammarError(
+            f"the grammar can only continue with special token(s) {forced[:5].tolist()} {names} "
+            f"here (after {self._consumed[:20]} of the generated tokens), and the special-token "
+            "guard removes them, so no string through this point can be sampled. A string "
+            'literal that spells a special token (e.g. "<|pad|>") is tokenized by llguidance '
+            "to that token, not to text; remove it from the grammar, sample it with "
+            "DFAConstraint (which spells it in text tokens), or pass allow_special_tokens=True"
+        )
 
     def is_accepting(self) -> bool:
         return not self._dead and not self._finished and self._m.is_accepting()

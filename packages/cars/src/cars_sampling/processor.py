@@ -198,7 +198,9 @@ class CARSLogitsProcessor:
         return bool(self._rows) and self._rows[0].status == "failed"  # type: ignore[index]
 
     def _logp(self, scores: torch.Tensor, prefix: Sequence[int]) -> torch.Tensor:
-        logp = torch.log_softmax(scores.detach().float().cpu(), -1)
+        raw = scores.detach().float().cpu()
+        check_logprobs(raw, prefix)  # log_softmax would turn +inf into NaN
+        logp = torch.log_softmax(raw, -1)
         logp = transform_logprobs(logp, self.temperature)
         check_logprobs(logp, prefix)
         return logp

@@ -18,7 +18,6 @@ attempt is ``P(L) / Z_root``; ``Z_root`` only decreases, so acceptance only impr
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -27,7 +26,7 @@ import torch
 
 from cars_sampling.constraints import Constraint, fingerprint_of
 from cars_sampling.lm import NextTokenLM
-from cars_sampling.tempering import check_sampling_args, transform_logprobs
+from cars_sampling.tempering import check_logprobs, check_sampling_args, transform_logprobs
 from cars_sampling.trie import Node, Trie, draw
 
 Style = Literal["cars", "ars", "rsft", "rs"]
@@ -96,27 +95,13 @@ def prompt_ids(prompt: Any, tokenizer: Any = None) -> list[int]:
             )
         return [int(t) for t in prompt.tolist()]
     ids = list(prompt)
-    if any(not isinstance(t, (int, np.integer)) for t in ids):
+    # bool is an int subclass, but [True, 0] is a mask or a mistake, not token ids.
+    if any(not isinstance(t, (int, np.integer)) or isinstance(t, (bool, np.bool_)) for t in ids):
         raise ValueError(
             "prompt must be a str or a flat sequence of token ids; batch size above one is not "
             f"supported (got elements of type {sorted({type(t).__name__ for t in ids})})"
         )
     return [int(t) for t in ids]
-
-
-def check_logprobs(logp: torch.Tensor, prefix: Sequence[int]) -> None:
-    """Refuse NaN or an all ``-inf`` distribution: a broken LM is not an exhausted language."""
-    top = float(logp.max())  # NaN propagates through max; all -inf gives -inf: one pass for both
-    if math.isnan(top):
-        raise ValueError(
-            f"the LM returned NaN log-probs after the generated prefix {list(prefix)[:20]} "
-            f"(prompt excluded); check the model's weights and dtype"
-        )
-    if top == -math.inf:
-        raise ValueError(
-            f"the LM gave every token log-prob -inf after the generated prefix {list(prefix)[:20]} "
-            f"(prompt excluded): no next-token distribution to sample from"
-        )
 
 
 def _is_hf_model(obj: Any) -> bool:
@@ -220,6 +205,7 @@ class CARSSampler:
                 f"({self.constraint.vocab_size},)"
             )
         self._stats.lm_calls += 1
+        check_logprobs(lp.detach(), tokens)  # before tempering: it would turn +inf into NaN
         lp = transform_logprobs(lp.detach().cpu(), self.temperature, self.top_k, self.top_p)
         check_logprobs(lp, tokens)
         return lp
