@@ -82,6 +82,15 @@ def test_options_that_break_exactness_are_refused_or_reset():
         check_generate_options({"min_p": 0.1})
     with pytest.raises(ValueError, match="do_sample"):
         check_generate_options({"do_sample": False})
+    for key, value in [
+        ("forced_eos_token_id", 1),
+        ("exponential_decay_length_penalty", (2, 1.5)),
+        ("watermarking_config", {"greenlist_ratio": 0.25}),
+        ("num_beam_groups", 2),
+    ]:
+        with pytest.raises(ValueError, match=key):
+            check_generate_options({key: value})
+    check_generate_options({"top_k": None, "num_beam_groups": 1})  # transformers' defaults
     kw = generate_kwargs(8, [3])
     assert kw["repetition_penalty"] == 1.0 and kw["top_k"] == 0 and kw["min_p"] is None
     check_generate_options(kw)

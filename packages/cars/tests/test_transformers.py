@@ -154,8 +154,12 @@ def test_stop_token_ids_collects_every_source(model):
     class Tok:
         eos_token_id = 7
 
+    saved = model.generation_config.eos_token_id
     model.generation_config.eos_token_id = [1, 11]
-    assert stop_token_ids(model, Tok()) == sorted({1, 11, 7, model.config.eos_token_id})
+    try:
+        assert stop_token_ids(model, Tok()) == sorted({1, 11, 7, model.config.eos_token_id})
+    finally:  # the model is shared by the module's tests
+        model.generation_config.eos_token_id = saved
 
 
 def test_batched_generate_runs_one_trie_per_row(model):
@@ -167,20 +171,41 @@ def test_batched_generate_runs_one_trie_per_row(model):
     model.generation_config.repetition_penalty = 1.3  # a shipped option that generate() must reset
     torch.manual_seed(0)
     n_valid = 0
-    for _ in range(4):
-        out, valid = proc.generate(model, prompts, max_new_tokens=6)
-        assert len(valid) == 3
-        for row, ok in zip(out.tolist(), valid, strict=True):
-            if ok:
-                n_valid += 1
-                c.reset()
-                gen = [t for t in row[2:] if t != EOS]
-                assert all(c.advance(t) for t in gen) and c.is_accepting()
-    model.generation_config.repetition_penalty = 1.0
+    try:
+        for _ in range(4):
+            out, valid = proc.generate(model, prompts, max_new_tokens=6)
+            assert len(valid) == 3
+            for row, ok in zip(out.tolist(), valid, strict=True):
+                if ok:
+                    n_valid += 1
+                    c.reset()
+                    gen = [t for t in row[2:] if t != EOS]
+                    assert all(c.advance(t) for t in gen) and c.is_accepting()
+    finally:
+        model.generation_config.repetition_penalty = 1.0
     assert proc.n_tries == 3  # rows 0 and 2 share a prompt but not a trie
     assert proc.attempts == 12 and n_valid > 0
     with pytest.raises(ValueError, match="repetition_penalty"):
         proc.generate(model, prompts, max_new_tokens=6, repetition_penalty=1.2)
+
+
+def test_padding_must_be_left_with_an_attention_mask(model):
+    from cars_sampling.processor import CARSLogitsProcessor
+
+    proc = CARSLogitsProcessor(constraint())
+    right = torch.tensor([[0, 2, EOS], [0, 3, 4]])  # row 0 right-padded with the pad id (EOS)
+    with pytest.raises(ValueError, match="pad token"):
+        proc.generate(model, right, max_new_tokens=3)
+    with pytest.raises(ValueError, match="only left padding"):
+        proc.generate(model, right, max_new_tokens=3, attention_mask=torch.tensor([[1, 1, 0]] * 2))
+    left, mask = torch.tensor([[EOS, 0, 2], [0, 3, 4]]), torch.tensor([[0, 1, 1], [1, 1, 1]])
+    torch.manual_seed(0)
+    proc.generate(model, left, max_new_tokens=3, attention_mask=mask)
+    # Row 0's trie is keyed by its unpadded ids and holds the unpadded prompt's distribution.
+    unpadded = TransformersLM(model, reuse_kv=False).logprobs([0, 2])
+    assert torch.allclose(proc.trie.root.logp, unpadded, atol=1e-4)
+    proc.generate(model, torch.tensor([[0, 2]]), max_new_tokens=3)
+    assert proc.n_tries == 2  # the unpadded prompt found the padded row's trie
 
 
 @pytest.mark.slow

@@ -54,6 +54,22 @@ NEUTRAL_GENERATE_OPTIONS: dict[str, Any] = {
 }
 
 
+# Options generate_kwargs does not set (not every transformers version knows them) but that change
+# the distribution when passed: refused unless given their neutral value.
+REFUSED_GENERATE_OPTIONS: dict[str, Any] = {
+    "forced_eos_token_id": None,
+    "forced_bos_token_id": None,
+    "exponential_decay_length_penalty": None,
+    "watermarking_config": None,
+    "num_beam_groups": 1,
+    "diversity_penalty": 0.0,
+    "penalty_alpha": None,
+    "renormalize_logits": False,
+}
+# Other values that leave the distribution alone (``top_k=None`` is transformers' own "no top-k").
+_ALSO_NEUTRAL: dict[str, Any] = {"top_k": None}
+
+
 def generate_kwargs(
     max_new_tokens: int, eos_token_ids: Sequence[int] | frozenset[int]
 ) -> dict[str, Any]:
@@ -74,10 +90,11 @@ def generate_kwargs(
 
 def check_generate_options(options: dict[str, Any]) -> None:
     """Raise ``ValueError`` for any ``generate`` option that would break exactness."""
+    neutral = {**NEUTRAL_GENERATE_OPTIONS, **REFUSED_GENERATE_OPTIONS}
     bad = {
         k: v
         for k, v in options.items()
-        if k in NEUTRAL_GENERATE_OPTIONS and v != NEUTRAL_GENERATE_OPTIONS[k]
+        if k in neutral and v != neutral[k] and not (k in _ALSO_NEUTRAL and v == _ALSO_NEUTRAL[k])
     }
     if options.get("do_sample") is False:
         bad["do_sample"] = False
@@ -85,7 +102,7 @@ def check_generate_options(options: dict[str, Any]) -> None:
         raise ValueError(
             f"generate options {bad} change the distribution generate samples from, so the "
             "samples would not be exact; give the temperature to CARSLogitsProcessor and leave "
-            f"these at { ({k: NEUTRAL_GENERATE_OPTIONS.get(k, True) for k in bad}) }"
+            f"these at { ({k: neutral.get(k, True) for k in bad}) }"
         )
 
 
@@ -146,6 +163,7 @@ class CARSLogitsProcessor:
         self._rows: list[_Row] | None = None
         self._prompt_len: int | None = None
         self._prompts: list[tuple[int, ...]] | None = None
+        self._masks: list[tuple[int, ...]] | None = None
         self._last: _Run | None = None
 
     # -- runs ----------------------------------------------------------------------------------
@@ -173,11 +191,18 @@ class CARSLogitsProcessor:
     def n_tries(self) -> int:
         return len(self._runs)
 
-    def begin(self, prompt: int | torch.Tensor | Sequence[int] | Sequence[Sequence[int]]) -> None:
+    def begin(
+        self,
+        prompt: int | torch.Tensor | Sequence[int] | Sequence[Sequence[int]],
+        attention_mask: torch.Tensor | Sequence[Sequence[int]] | None = None,
+    ) -> None:
         """Start an attempt (call before each ``generate``).
 
         ``prompt`` is the ``input_ids`` given to ``generate`` (``[batch, length]`` or one row), or
         just their length: the prompt ids are then read from the first call's ``input_ids``.
+        A padded batch must be padded on the left and come with its ``attention_mask`` (give the
+        same mask to ``generate``): each row's trie is keyed by its unpadded ids, and a model fed
+        right padding would condition on the pad tokens, so right padding is refused.
         """
         if isinstance(prompt, int):
             self._prompt_len, self._prompts = int(prompt), None
@@ -190,6 +215,11 @@ class CARSLogitsProcessor:
             if len(lengths) != 1:
                 raise ValueError(f"rows of a batch must have one (padded) length, got {lengths}")
             self._prompt_len = lengths.pop()
+        self._masks = None if attention_mask is None else _left_padding(attention_mask)
+        if self._masks is not None and self._prompts is not None:
+            shape = (len(self._prompts), self._prompt_len)
+            if (len(self._masks), len(self._masks[0])) != shape:
+                raise ValueError(f"attention_mask must have the prompt's shape {shape}")
         self._rows = None
 
     @property
@@ -215,6 +245,13 @@ class CARSLogitsProcessor:
         prompts = [tuple(r[: self._prompt_len]) for r in input_ids.tolist()]
         if self._prompts is not None and prompts != self._prompts:
             raise ValueError("generate's input_ids differ from the prompt given to begin()")
+        if self._masks is not None:  # key each row by its unpadded ids
+            if len(self._masks) != len(prompts) or len(self._masks[0]) != self._prompt_len:
+                raise ValueError("attention_mask does not have the shape of the prompt ids")
+            prompts = [
+                tuple(t for t, m in zip(ids, mask, strict=True) if m)
+                for ids, mask in zip(prompts, self._masks, strict=True)
+            ]
         fp, seen, rows = fingerprint_of(self.constraint), dict[tuple[int, ...], int](), []
         for b, ids in enumerate(prompts):
             slot = seen.get(ids, 0)
@@ -342,12 +379,59 @@ class CARSLogitsProcessor:
         return valid[0] if len(valid) == 1 else valid
 
     def generate(
-        self, model: Any, input_ids: torch.Tensor, *, max_new_tokens: int, **kwargs: Any
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        *,
+        max_new_tokens: int,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Any,
     ) -> tuple[torch.Tensor, list[bool]]:
-        """One attempt per row: ``model.generate`` with this processor; returns (output, valid)."""
+        """One attempt per row: ``model.generate`` with this processor; returns (output, valid).
+
+        A padded batch needs left padding and its ``attention_mask``
+        (``tokenizer.padding_side = "left"``); without a mask, a row that starts or ends with the
+        pad token is refused, since the model would condition on the pads.
+        """
         check_generate_options(kwargs)
         options = {**generate_kwargs(max_new_tokens, self.constraint.eos_token_ids), **kwargs}
-        self.begin(input_ids)
+        if attention_mask is None:
+            _refuse_unmasked_padding(input_ids, _pad_ids(model, options))
+        else:
+            options["attention_mask"] = attention_mask
+        self.begin(input_ids, attention_mask)
         out = model.generate(input_ids, logits_processor=[self], **options)
         valid = self.finish(out)
         return out, valid if isinstance(valid, list) else [valid]
+
+
+def _left_padding(attention_mask: torch.Tensor | Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    """The mask's rows, checked to be left padding (zeros, then ones, ending in a one)."""
+    rows = attention_mask.tolist() if isinstance(attention_mask, torch.Tensor) else attention_mask
+    rows = [rows] if rows and not isinstance(rows[0], (list, tuple)) else rows
+    out = [tuple(int(m) for m in r) for r in rows]
+    for b, r in enumerate(out):
+        if not r or any(m not in (0, 1) for m in r) or list(r) != sorted(r) or r[-1] != 1:
+            raise ValueError(
+                f"attention_mask row {b} is {list(r)[:20]}: only left padding is supported (zeros "
+                "then ones); set tokenizer.padding_side = 'left', since with right padding the "
+                "model would sample after the pad tokens"
+            )
+    return out
+
+
+def _pad_ids(model: Any, options: dict[str, Any]) -> set[int]:
+    config = getattr(model, "generation_config", None)
+    ids = {options.get("pad_token_id"), getattr(config, "pad_token_id", None)}
+    return {int(t) for t in ids if isinstance(t, int)}
+
+
+def _refuse_unmasked_padding(input_ids: torch.Tensor, pad_ids: set[int]) -> None:
+    ids = input_ids.tolist() if input_ids.dim() == 2 else [input_ids.tolist()]
+    for b, row in enumerate(ids):
+        if row and (row[0] in pad_ids or row[-1] in pad_ids):
+            raise ValueError(
+                f"input_ids row {b} starts or ends with a pad token id ({sorted(pad_ids)}) and no "
+                "attention_mask was given: the model would condition on the pads; pad on the left "
+                "(tokenizer.padding_side = 'left') and pass attention_mask=..."
+            )
