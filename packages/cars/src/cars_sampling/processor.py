@@ -64,7 +64,6 @@ REFUSED_GENERATE_OPTIONS: dict[str, Any] = {
     "num_beam_groups": 1,
     "diversity_penalty": 0.0,
     "penalty_alpha": None,
-    "renormalize_logits": False,
 }
 # Other values that leave the distribution alone (``top_k=None`` is transformers' own "no top-k").
 _ALSO_NEUTRAL: dict[str, Any] = {"top_k": None}
