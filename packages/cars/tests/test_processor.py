@@ -94,3 +94,63 @@ def test_options_that_break_exactness_are_refused_or_reset():
     kw = generate_kwargs(8, [3])
     assert kw["repetition_penalty"] == 1.0 and kw["top_k"] == 0 and kw["min_p"] is None
     check_generate_options(kw)
+
+
+def drive_batch(proc, lm, prompts, n, rng):
+    """One batched ``generate`` attempt by hand: each row drawn from the processor's scores."""
+    eos = lm.eos_token_id
+    proc.begin(prompts)
+    rows, done = [list(p) for p in prompts], [False] * len(prompts)
+    for _ in range(n):
+        out = proc(torch.tensor(rows), torch.stack([lm.logprobs(r) for r in rows]))
+        for b, row in enumerate(rows):
+            tok = eos if done[b] else draw(torch.exp(out[b].double()), float(rng.random()))
+            row.append(tok)
+            done[b] = done[b] or tok == eos
+        if all(done):
+            break
+    valid = proc.finish(rows)
+    return [
+        [t for t in row[len(p) :] if t != eos] if ok else None
+        for row, p, ok in zip(rows, prompts, valid, strict=True)
+    ]
+
+
+class _ConeMaskedProcessor(CARSLogitsProcessor):
+    """The classic bug inside the processor: cone-masked draws at nodes new in this attempt."""
+
+    def _scores(self, row):
+        trie, node = row.run.trie, row.nodes[-1]
+        if self.style == "cars" and node.born == row.run.attempts and len(row.nodes) > 1:
+            trie.apply_cone(node, row.constraint.allowed_mask())
+            row.pending = True
+            return torch.log(trie.weights(node))
+        return super()._scores(row)
+
+
+@pytest.mark.parametrize(
+    "cls, exact_ok", [(CARSLogitsProcessor, True), (_ConeMaskedProcessor, False)]
+)
+def test_batched_rows_sample_exactly_and_the_cone_mutant_fails(toy, chi_square, cls, exact_ok):
+    """Batches of fresh rows (every row's first attempt, the mutant's weak spot), then persistent
+    batches mixing two prompts: chi-square of each prompt's samples against its exact law."""
+    import numpy as np
+
+    lm, c, n = toy
+    prompts = [(0,), (2,), (0,)]
+    exact = {p: exact_distribution(lm, c, max_new_tokens=n, prompt=p) for p in set(prompts)}
+    rng = np.random.default_rng(3)
+    first = []
+    while len(first) < 300:
+        first += [s for s in drive_batch(cls(c), lm, [(0,)] * 8, n, rng) if s is not None]
+    assert (chi_square(first, exact[(0,)]) > 1e-3) == exact_ok
+    if not exact_ok:
+        return
+    proc, got = cls(c), {p: [] for p in exact}
+    while min(len(v) for v in got.values()) < 300:
+        for p, s in zip(prompts, drive_batch(proc, lm, prompts, n, rng), strict=True):
+            if s is not None:
+                got[p].append(s)
+    assert proc.n_tries == 3
+    for p, samples in got.items():
+        assert chi_square(samples, exact[p]) > 1e-3, p
