@@ -6,6 +6,7 @@
    Llama trained on the in-repo grammars (``--fast``: a random tiny Llama, bv4 only).
 2. The saving from KV-cache reuse: the same CARS run with ``reuse_kv=True`` against ``False``.
 3. Trie memory per node, sparse against dense, at V = 512 (the BPE) and V = 32,000 (a toy LM).
+   CARS's wall time per valid sample with cold pure-Python DFA masks, warm ones, and llguidance's.
 4. Per-node cost of CARS' bookkeeping (cone + sampling + propagation) against llguidance's mask
    computation alone (what every GCD step pays), and the pure-Python DFA mask against llguidance's.
 """
@@ -44,7 +45,10 @@ def per_valid(model: Any, tok: Any, grammars: list[str], n: int) -> dict[str, An
         c = GRAMMARS[g].constraint(tok)
         prompt = tok(GRAMMARS[g].prompt, add_special_tokens=False)["input_ids"]
 
-        def run(style: str, reuse: bool = True, c=c, prompt=prompt) -> dict[str, float]:
+        def run(
+            style: str, reuse: bool = True, c=c, prompt=prompt, constraint=None
+        ) -> dict[str, float]:
+            c = c if constraint is None else constraint
             lm = TransformersLM(model, tok, reuse_kv=reuse)
             start = time.perf_counter()
             res = sample_with(
@@ -68,6 +72,15 @@ def per_valid(model: Any, tok: Any, grammars: list[str], n: int) -> dict[str, An
 
         rows: dict[str, Any] = {s: run(s) for s in ("cars", "ars", "rs", "gcd")}
         rows["cars_no_kv_reuse"] = run("cars", reuse=False)
+        # Mask cost per valid sample: a fresh pure-Python DFA (cold masks, computed per state on
+        # first use), the shared one the runs above warmed, and llguidance's native masks.
+        rows["cars_dfa_cold_masks"] = run("cars", constraint=GRAMMARS[g].constraint(tok))
+        rows["cars_dfa_warm_masks"] = run("cars")
+        try:
+            llg = GRAMMARS[g].constraint(tok, backend="llguidance")
+            rows["cars_llguidance_masks"] = run("cars", constraint=llg)
+        except ImportError:
+            rows["cars_llguidance_masks"] = {"skipped": "llguidance not installed"}
         # Wall-time ratios: every run is seeded, so each repeat does the same work; the two
         # sides are interleaved and the ratio of medians is kept (shared_core.bench.compare).
         for base in ("ars", "rs"):

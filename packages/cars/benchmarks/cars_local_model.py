@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 from cars_sampling import empirical, entropy, sample_with
 from cars_sampling.grammars import GRAMMARS
-from cars_sampling.transformers_lm import TransformersLM, stop_token_ids
+from cars_sampling.transformers_lm import TransformersLM, chat_prompt_ids, stop_token_ids
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True, help="local Hugging Face model folder")
     parser.add_argument("--grammar", default="bv4", help="a name in GRAMMARS or a .lark file")
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--max-attempts", type=int, default=2000)
     parser.add_argument("--max-new-tokens", type=int, default=512)
     parser.add_argument("--out", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not Path(args.model).is_dir():
         raise SystemExit(f"--model must be a local folder, got {args.model!r}")
 
@@ -64,12 +64,7 @@ def main() -> None:
             Path(args.grammar).read_text(), tok, eos_token_ids=sorted(eos), vocab_size=lm.vocab_size
         )
         task = args.prompt or "Write a program in the given grammar."
-    if getattr(tok, "chat_template", None):
-        prompt = tok.apply_chat_template(
-            [{"role": "user", "content": task}], add_generation_prompt=True, tokenize=True
-        )
-    else:
-        prompt = tok(task, add_special_tokens=False)["input_ids"]
+    prompt = chat_prompt_ids(tok, task)
 
     results = {}
     for style in args.styles.split(","):
@@ -102,6 +97,7 @@ def main() -> None:
         print(style, json.dumps(results[style]))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    return results
 
 
 if __name__ == "__main__":

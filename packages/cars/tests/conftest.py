@@ -59,3 +59,29 @@ def small_tokenizer():
         pad_token="<|pad|>",
         clean_up_tokenization_spaces=False,
     )
+
+
+@pytest.fixture
+def cone_mutant():
+    """The classic CARS bug: drawing at a node created in this attempt from the cone-masked weights.
+
+    The parent's θ entry does not include the new cone yet, so the proposal no longer telescopes;
+    the first sample of a fresh sampler then follows greedy constrained decoding.
+    """
+    from cars_sampling import CARSSampler
+
+    class ConeMaskedCARS(CARSSampler):
+        def _proposal(self, node, fresh, depth):
+            if self.style == "cars" and fresh:
+                return self.trie.weights_array(node, theta=True)
+            return super()._proposal(node, fresh, depth)
+
+    return ConeMaskedCARS
+
+
+@pytest.fixture
+def chi_square():
+    """Chi-square goodness-of-fit p-value of samples against an ExactDistribution."""
+    from cars_sampling.exact import chi_square_pvalue
+
+    return chi_square_pvalue

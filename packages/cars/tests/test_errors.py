@@ -87,3 +87,97 @@ def test_special_tokens_are_never_part_of_a_dfa_language():
     c.reset()
     assert c.allowed_mask().tolist() == [True, True, False]  # token 2 (special) never allowed
     assert not c.advance(2)
+
+
+class _BrokenLM:
+    """An LM that returns NaN (or all -inf) once the prefix reaches ``at`` generated tokens."""
+
+    def __init__(self, value, at=1):
+        self.vocab_size, self.value, self.at = 4, value, at
+
+    def logprobs(self, prefix_ids):
+        if len(prefix_ids) > self.at:
+            return torch.full((4,), self.value)
+        return torch.log(torch.full((4,), 0.25))
+
+
+@pytest.mark.parametrize("value", [float("nan"), -float("inf")])
+def test_a_broken_lm_raises_naming_the_prefix(toy, value):
+    _, c, n = toy
+    with pytest.raises(ValueError, match=r"prefix \[\d"):
+        CARSSampler(_BrokenLM(value), c, max_new_tokens=n, seed=0).sample([0], n_samples=5)
+
+
+def test_prompt_ids_outside_the_vocabulary_are_refused(toy):
+    lm, c, n = toy
+    with pytest.raises(ValueError, match=r"\[7\] are outside the LM's vocabulary \[0, 4\)"):
+        CARSSampler(lm, c, max_new_tokens=n).sample([0, 7])
+    with pytest.raises(ValueError, match="outside"):
+        CARSSampler(lm, c, max_new_tokens=n).sample([-1])
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_the_trie_memory_guard_is_honoured(sparse_toy, sparse):
+    from cars_sampling import TrieMemoryError
+
+    lm, c, n = sparse_toy
+    limit = 3_000
+    s = CARSSampler(lm, c, max_new_tokens=n, seed=0, sparse_trie=sparse, max_trie_bytes=limit)
+    with pytest.raises(TrieMemoryError, match="max_trie_bytes=3000"):
+        for _ in range(200):
+            s.sample(n_samples=5, max_attempts=50)
+            assert s.trie.nbytes <= limit
+    assert s.trie.nbytes <= limit
+
+
+def test_a_cone_cannot_push_the_trie_past_its_limit():
+    from cars_sampling import Trie, TrieMemoryError
+    from cars_sampling.trie import SparseNode
+
+    logp = torch.log_softmax(torch.randn(1000), 0)
+    limit = SparseNode(logp, 0).nbytes()  # room for the node, not for its cone mask
+    trie = Trie(sparse=True, max_bytes=limit)
+    try:
+        root = trie.set_root(logp, born=0)
+        trie.apply_cone(root, torch.rand(1000) > 0.5)
+    except TrieMemoryError:
+        pass
+    assert trie.nbytes <= limit
+
+
+class _PosInfLM:
+    """A toy LM with one +inf log-prob: before 0.2.0 this read as "the language is exhausted"."""
+
+    def __init__(self, lm):
+        self.lm, self.vocab_size = lm, lm.vocab_size
+
+    def logprobs(self, prefix_ids):
+        x = self.lm.logprobs(prefix_ids).clone()
+        x[2] = float("inf")
+        return x
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_a_positive_infinite_log_prob_raises_naming_the_prefix(toy, temperature):
+    from cars_sampling import exact_distribution, sample_with
+    from cars_sampling.processor import CARSLogitsProcessor
+
+    lm, c, n = toy
+    bad = _PosInfLM(lm)
+    with pytest.raises(ValueError, match=r"\+inf for token ids \[2\] after the generated prefix"):
+        CARSSampler(bad, c, max_new_tokens=n, temperature=temperature, seed=0).sample([0])
+    for style in ("ars", "rs", "gcd"):
+        with pytest.raises(ValueError, match=r"\+inf"):
+            sample_with(style, bad, c, prompt=[0], max_new_tokens=n, seed=0)
+    with pytest.raises(ValueError, match=r"\+inf"):
+        exact_distribution(bad, c, max_new_tokens=n, prompt=[0])
+    proc = CARSLogitsProcessor(c, temperature=temperature)
+    proc.begin(1)
+    with pytest.raises(ValueError, match=r"\+inf for token ids \[2\]"):
+        proc(torch.tensor([[0]]), bad.logprobs([0])[None])
+
+
+def test_booleans_are_not_token_ids(toy):
+    lm, c, n = toy
+    with pytest.raises(ValueError, match="bool"):
+        CARSSampler(lm, c, max_new_tokens=n).sample([True, 0])

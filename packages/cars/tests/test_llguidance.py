@@ -79,5 +79,28 @@ def test_advance_agrees_with_the_mask_on_forced_text(small_tokenizer):
 def test_bad_grammars_raise_grammar_error(small_tokenizer):
     with pytest.raises(GrammarError, match="does not compile"):
         LLGuidanceConstraint.from_grammar("start: foo(", small_tokenizer)
-    with pytest.raises(GrammarError, match="special tokens"):
-        LLGuidanceConstraint.from_grammar('start: "a" <|eos|>', small_tokenizer)
+    with pytest.raises(GrammarError, match=r"invalid JSON schema|does not compile"):
+        LLGuidanceConstraint.from_json_schema('{"type": "nonsense"}', small_tokenizer)
+
+
+def test_json_schema_uses_the_standard_layout_and_passes_options(small_tokenizer):
+    schema = {"type": "object", "properties": {"a": {"enum": [1]}, "b": {"enum": [2]}}}
+    schema |= {"required": ["a", "b"], "additionalProperties": False}
+    for kwargs, text in [({}, '{"a": 1, "b": 2}'), ({"separators": (",", ":")}, '{"a":1,"b":2}')]:
+        c = LLGuidanceConstraint.from_json_schema(schema, small_tokenizer, **kwargs)
+        lm = ToyLM(len(small_tokenizer), small_tokenizer.eos_token_id, seed=0, sharpness=0.5)
+        res = CARSSampler(lm, c, tokenizer=small_tokenizer, max_new_tokens=30, seed=0).sample(
+            n_samples=1, max_attempts=2000
+        )
+        assert res.texts == [text]
+    with pytest.raises(ValueError, match="unknown JSON options"):
+        LLGuidanceConstraint.from_json_schema(schema, small_tokenizer, json_options={"sep": 1})
+
+
+def test_default_stop_tokens_come_from_the_generation_config(small_tokenizer, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    small_tokenizer.save_pretrained(tmp_path)
+    transformers.GenerationConfig(eos_token_id=[1, 5]).save_pretrained(tmp_path)
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    c = LLGuidanceConstraint.from_regex("[ab]+", tok)
+    assert c.eos_token_ids == {1, 5}

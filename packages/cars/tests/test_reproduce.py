@@ -10,5 +10,6 @@ def test_reproduce_smoke_writes_a_report(tmp_path):
     assert (tmp_path / "report.md").exists()
     names = [c.name for c in report.claims]
     assert any("GCD is biased" in n for n in names)
-    assert any("forward passes" in n for n in names)
-    assert len(report.tables) == 2 and (tmp_path / "acceptance.png").exists()
+    assert any("(a) paper's regime" in n for n in names)
+    assert any("cone-masked mutant" in n for n in names)
+    assert len(report.tables) == 3 and (tmp_path / "acceptance.png").exists()

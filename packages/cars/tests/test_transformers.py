@@ -146,9 +146,6 @@ def test_logits_processor_runs_inside_generate(model):
             c.reset()
             assert all(c.advance(t) for t in out[0, 1:].tolist())
     assert proc.attempts == 6 and proc.trie.n_nodes > 1
-    with pytest.raises(ValueError, match="batch size above one"):
-        proc.begin(1)
-        proc(torch.zeros(2, 1, dtype=torch.long), torch.zeros(2, V))
 
 
 def test_stop_token_ids_collects_every_source(model):
@@ -157,5 +154,87 @@ def test_stop_token_ids_collects_every_source(model):
     class Tok:
         eos_token_id = 7
 
+    saved = model.generation_config.eos_token_id
     model.generation_config.eos_token_id = [1, 11]
-    assert stop_token_ids(model, Tok()) == sorted({1, 11, 7, model.config.eos_token_id})
+    try:
+        assert stop_token_ids(model, Tok()) == sorted({1, 11, 7, model.config.eos_token_id})
+    finally:  # the model is shared by the module's tests
+        model.generation_config.eos_token_id = saved
+
+
+def test_batched_generate_runs_one_trie_per_row(model):
+    from cars_sampling.processor import CARSLogitsProcessor
+
+    c = constraint()
+    proc = CARSLogitsProcessor(c)
+    prompts = torch.tensor([[0, 2], [0, 3], [0, 2]])
+    model.generation_config.repetition_penalty = 1.3  # a shipped option that generate() must reset
+    torch.manual_seed(0)
+    n_valid = 0
+    try:
+        for _ in range(4):
+            out, valid = proc.generate(model, prompts, max_new_tokens=6)
+            assert len(valid) == 3
+            for row, ok in zip(out.tolist(), valid, strict=True):
+                if ok:
+                    n_valid += 1
+                    c.reset()
+                    gen = [t for t in row[2:] if t != EOS]
+                    assert all(c.advance(t) for t in gen) and c.is_accepting()
+    finally:
+        model.generation_config.repetition_penalty = 1.0
+    assert proc.n_tries == 3  # rows 0 and 2 share a prompt but not a trie
+    assert proc.attempts == 12 and n_valid > 0
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        proc.generate(model, prompts, max_new_tokens=6, repetition_penalty=1.2)
+
+
+def test_padding_must_be_left_with_an_attention_mask(model):
+    from cars_sampling.processor import CARSLogitsProcessor
+
+    proc = CARSLogitsProcessor(constraint())
+    right = torch.tensor([[0, 2, EOS], [0, 3, 4]])  # row 0 right-padded with the pad id (EOS)
+    with pytest.raises(ValueError, match="pad token"):
+        proc.generate(model, right, max_new_tokens=3)
+    with pytest.raises(ValueError, match="only left padding"):
+        proc.generate(model, right, max_new_tokens=3, attention_mask=torch.tensor([[1, 1, 0]] * 2))
+    left, mask = torch.tensor([[EOS, 0, 2], [0, 3, 4]]), torch.tensor([[0, 1, 1], [1, 1, 1]])
+    torch.manual_seed(0)
+    proc.generate(model, left, max_new_tokens=3, attention_mask=mask)
+    # Row 0's trie is keyed by its unpadded ids and holds the unpadded prompt's distribution.
+    unpadded = TransformersLM(model, reuse_kv=False).logprobs([0, 2])
+    assert torch.allclose(proc.trie.root.logp, unpadded, atol=1e-4)
+    proc.generate(model, torch.tensor([[0, 2]]), max_new_tokens=3)
+    assert proc.n_tries == 2  # the unpadded prompt found the padded row's trie
+
+
+@pytest.mark.slow
+def test_local_model_benchmark_runs_on_a_model_with_a_chat_template(tmp_path, small_tokenizer):
+    """transformers 5 returns a BatchEncoding from apply_chat_template: the script copes."""
+    import importlib.util
+    from pathlib import Path
+
+    from cars_sampling.transformers_lm import chat_prompt_ids
+
+    tok = small_tokenizer
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    assert chat_prompt_ids(tok, "ab") == tok("ab", add_special_tokens=False)["input_ids"]
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        eos_token_id=tok.eos_token_id,
+    )
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cars_local_model.py"
+    spec = importlib.util.spec_from_file_location("cars_local_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = ["--model", str(tmp_path), "--styles", "cars", "--n-samples", "1"]
+    out = module.main([*args, "--max-attempts", "3", "--max-new-tokens", "4"])
+    assert out["cars"]["attempts"] >= 1
+    tok.chat_template = None

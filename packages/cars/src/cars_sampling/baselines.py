@@ -17,7 +17,7 @@ import torch
 from cars_sampling.constraints import Constraint
 from cars_sampling.lm import NextTokenLM
 from cars_sampling.sampler import CARSSampler, SampleResult, Style, prompt_ids
-from cars_sampling.tempering import check_sampling_args, transform_logprobs
+from cars_sampling.tempering import check_logprobs, check_sampling_args, transform_logprobs
 from cars_sampling.trie import draw, probs_from_logp
 
 
@@ -56,7 +56,9 @@ def gcd_sample(
         lp_sum = 0.0
         ok = False
         while True:
-            logp = transform_logprobs(lm.logprobs([*ids, *tokens]).detach().cpu(), temperature)
+            raw = lm.logprobs([*ids, *tokens]).detach().cpu()
+            check_logprobs(raw, tokens)
+            logp = transform_logprobs(raw, temperature)
             passes += 1
             lse = float(torch.logsumexp(logp.to(torch.float64), 0))
             weights = probs_from_logp(logp, lse) * constraint.allowed_mask().to(torch.float64)
@@ -117,9 +119,11 @@ def sample_with(
     max_new_tokens: int = 512,
     seed: int | None = None,
     tokenizer: Any = None,
+    prefix_cache: bool = True,
 ) -> SampleResult:
     """One run of a sampler style (``cars``, ``ars``, ``rsft``, ``rs``) or of GCD (``gcd``), with
-    a fresh sampler: the common entry point of the reproduction and the benchmarks."""
+    a fresh sampler: the common entry point of the reproduction and the benchmarks.
+    ``prefix_cache=False`` runs the LM at every step of every attempt (the paper's regime)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "gcd":
@@ -140,6 +144,7 @@ def sample_with(
         style=cast(Style, method),
         max_new_tokens=max_new_tokens,
         seed=seed,
+        prefix_cache=prefix_cache,
     )
     return sampler.sample(prompt, n_samples=n_samples, max_attempts=max_attempts)
 
@@ -161,7 +166,9 @@ def ancestral_sample(
     for _ in range(n_samples):
         tokens: list[int] = []
         while len(tokens) < max_new_tokens:
-            logp = transform_logprobs(lm.logprobs([*prompt, *tokens]), temperature)
+            raw = lm.logprobs([*prompt, *tokens]).detach().cpu()
+            check_logprobs(raw, tokens)
+            logp = transform_logprobs(raw, temperature)
             lse = float(torch.logsumexp(logp.to(torch.float64), 0))
             tok = draw(probs_from_logp(logp, lse), float(rng.random()))
             if tok in eos:

@@ -58,15 +58,24 @@ def fingerprint_of(constraint: Constraint) -> str:
     return str(fp) if fp is not None else f"id:{id(constraint)}"
 
 
+def special_ids(tokenizer: Any) -> set[int]:
+    """Ids of the tokenizer's special tokens: ``all_special_ids`` and added tokens marked special."""
+    ids = {int(t) for t in getattr(tokenizer, "all_special_ids", ()) if t is not None}
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    ids.update(int(i) for i, tok in added.items() if getattr(tok, "special", False))
+    return ids
+
+
 def token_strings(tokenizer: Any) -> list[str | None]:
     """The text of every token id of a Hugging Face tokenizer, ``None`` for tokens no grammar may use.
 
-    Special tokens (``all_special_ids``) are ``None``: a grammar never produces them, so they cannot
+    Special tokens (:func:`special_ids`: ``all_special_ids`` and added tokens marked special, the
+    same set the llguidance backend bans) are ``None``: a grammar never produces them, so they cannot
     be smuggled into a "valid" string. Byte-level tokens that are not whole UTF-8 characters decode
     to U+FFFD and are ``None`` too, which is exact for grammars over text: no valid text contains them.
     SentencePiece pieces that start with "▁" get their leading space back.
     """
-    special = set(getattr(tokenizer, "all_special_ids", ()))
+    special = special_ids(tokenizer)
     out: list[str | None] = []
     for i in range(len(tokenizer)):
         if i in special:

@@ -17,7 +17,7 @@ import torch
 
 from cars_sampling.constraints import Constraint
 from cars_sampling.lm import NextTokenLM
-from cars_sampling.tempering import transform_logprobs
+from cars_sampling.tempering import check_logprobs, transform_logprobs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +63,9 @@ def exact_distribution(
         prefix, lp = stack.pop()
         replay(prefix)
         allowed = constraint.allowed_mask().nonzero().flatten().tolist()
-        logp = transform_logprobs(lm.logprobs([*prompt, *prefix]), temperature).to(torch.float64)
+        raw = lm.logprobs([*prompt, *prefix]).detach().cpu()
+        check_logprobs(raw, prefix)
+        logp = transform_logprobs(raw, temperature).to(torch.float64)
         logp = logp - torch.logsumexp(logp, 0)  # the sampler renormalises float32 log-probs too
         for tok in allowed:
             lp_tok = lp + float(logp[tok])
@@ -117,3 +119,35 @@ def kl_divergence(p: Mapping[tuple[int, ...], float], q: Mapping[tuple[int, ...]
 def entropy(p: Mapping[tuple[int, ...], float]) -> float:
     """Shannon entropy in nats."""
     return 0.0 - sum(x * math.log(x) for x in p.values() if x > 0)  # 0.0 - : no "-0.0"
+
+
+def chi_square_pvalue(samples: Sequence[Sequence[int]], exact: ExactDistribution) -> float:
+    """Pearson chi-square goodness-of-fit p-value of ``samples`` against ``exact``.
+
+    Rare strings are pooled so that every expected count is at least 5. A sample outside the
+    language raises ``ValueError``: no p-value can excuse it.
+    """
+    counts = Counter(tuple(int(t) for t in s) for s in samples)
+    outside = sum(v for k, v in counts.items() if k not in exact.probs)
+    if outside:
+        raise ValueError(f"{outside} samples lie outside the language")
+    n = len(samples)
+    obs, exp, pool_o, pool_e = [], [], 0.0, 0.0
+    for key in sorted(exact.probs, key=exact.probs.__getitem__, reverse=True):
+        e, o = exact.probs[key] * n, float(counts.get(key, 0))
+        if e >= 5:
+            obs.append(o)
+            exp.append(e)
+        else:
+            pool_o, pool_e = pool_o + o, pool_e + e
+    if pool_e > 0:
+        obs.append(pool_o)
+        exp.append(pool_e)
+    if len(obs) < 2:
+        return math.nan
+    o_arr, e_arr = np.array(obs), np.array(exp)
+    e_arr *= o_arr.sum() / e_arr.sum()
+    stat = float(((o_arr - e_arr) ** 2 / e_arr).sum())
+    dof = len(obs) - 1
+    # The chi-square survival function is the regularised upper incomplete gamma function.
+    return float(torch.special.gammaincc(torch.tensor(dof / 2.0), torch.tensor(stat / 2.0)))

@@ -3,10 +3,14 @@
 1. Exactness on an enumerable toy (explicit LM over {a, b, c, EOS}, a regular language of a few
    hundred strings): total variation and KL from each style's samples to the exact constrained
    distribution, against the noise floor of as many i.i.d. exact draws; GCD as a negative control.
+   The first sample of many fresh tries (every node below the root is new) is tested the same
+   way, with the classic bug (cone-masked draws at new nodes) as a mutant that must fail.
 2. Efficiency with a neural LM: a tiny Llama trained (shared-core recipe) on the in-repo grammars
    with corrupted strings mixed in, so that part of its mass is invalid, as with the paper's
-   prompted LLMs. Valid samples per attempt, LM forward passes per valid sample, diversity, and the
-   token positions actually computed with KV-cache reuse.
+   prompted LLMs. Two regimes, each measured with the package's counters: (a) the paper's, where
+   every attempt runs the LM afresh (no cross-sample cache for any style), and (b) the package's,
+   where the trie's prefix cache serves every style: LM evaluations, token positions computed and
+   wall time per valid sample. KV-cache reuse is measured against a run with reuse turned off.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 from cars_sampling.baselines import METHODS, sample_with
 from cars_sampling.constraints import DFAConstraint
 from cars_sampling.exact import (
+    chi_square_pvalue,
     empirical,
     entropy,
     exact_distribution,
@@ -30,7 +35,7 @@ from cars_sampling.exact import (
 )
 from cars_sampling.grammars import GRAMMARS
 from cars_sampling.lm import ToyLM
-from cars_sampling.sampler import STYLES
+from cars_sampling.sampler import STYLES, CARSSampler
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report, subplots
 
@@ -39,6 +44,25 @@ TOY_EOS = 3
 TOY_REGEX = "a(b|c)*|c(a|b)+"
 TOY_MAX_NEW_TOKENS = 7
 RUNS = METHODS  # the four styles, then GCD
+
+
+class _ConeMaskedCARS(CARSSampler):
+    """Negative control: the classic bug, drawing at new nodes from the cone-masked weights."""
+
+    def _proposal(self, node: Any, fresh: bool, depth: int) -> np.ndarray:
+        if fresh:
+            return self.trie.weights_array(node, theta=True)
+        return super()._proposal(node, fresh, depth)
+
+
+def _first_samples(cls: type[CARSSampler], lm: Any, constraint: Any, n: int, seed: int) -> list:
+    """The first sample of ``n`` fresh tries (``reset()`` between draws, one random stream)."""
+    sampler = cls(lm, constraint, max_new_tokens=TOY_MAX_NEW_TOKENS, seed=seed)
+    out = []
+    for _ in range(n):
+        sampler.reset()
+        out.append(sampler.sample(max_attempts=10_000).token_ids[0])
+    return out
 
 
 def _toy_run(seed: int, n: int) -> dict[str, Any]:
@@ -54,6 +78,12 @@ def _toy_run(seed: int, n: int) -> dict[str, Any]:
         "floor_kl": [kl_divergence(f, exact.probs) for f in floors],
         "exact_entropy": entropy(exact.probs),
     }
+    for name, cls in (("cars-first", CARSSampler), ("mutant-first", _ConeMaskedCARS)):
+        first = _first_samples(cls, lm, constraint, n, seed)
+        out[name] = {
+            "tv": total_variation(empirical(first), exact.probs),
+            "chi2_p": chi_square_pvalue(first, exact),
+        }
     for run in RUNS:
         res = sample_with(
             run,
@@ -68,6 +98,7 @@ def _toy_run(seed: int, n: int) -> dict[str, Any]:
         out[run] = {
             "tv": total_variation(emp, exact.probs),
             "kl": kl_divergence(emp, exact.probs),
+            "chi2_p": chi_square_pvalue(res.token_ids, exact),
             "acceptance": res.n_valid / res.n_attempts,
             "forward_passes_per_valid": res.n_forward_passes / max(res.n_valid, 1),
             "unique": len(emp),
@@ -80,7 +111,7 @@ def exactness(args: ReproduceArgs, report: Report) -> None:
     seeds = list(range(args.pick(smoke=1, quick=3, full=5)))
     n = args.pick(smoke=300, quick=3000, full=10_000)
     runs = [
-        report.cached(f"toy-seed{s}-n{n}", lambda s=s: _toy_run(s, n))
+        report.cached(f"toy-v2-seed{s}-n{n}", lambda s=s: _toy_run(s, n))
         for s in progress(seeds, desc="exactness")
     ]
     rows = []
@@ -96,6 +127,7 @@ def exactness(args: ReproduceArgs, report: Report) -> None:
                     "P(L)": r["mass"],
                     "TV": m["tv"],
                     "noise-floor TV": floor,
+                    "chi2 p": m["chi2_p"],
                     "KL": m["kl"],
                     "noise-floor KL": statistics.mean(r["floor_kl"]),
                     "acceptance": m["acceptance"],
@@ -106,27 +138,44 @@ def exactness(args: ReproduceArgs, report: Report) -> None:
                 }
             )
     report.table("exactness (toy LM, N samples per style and seed)", rows)
+    first_rows = [
+        {"seed": seed, "sampler": name, "TV": r[name]["tv"], "chi2 p": r[name]["chi2_p"]}
+        for seed, r in zip(seeds, runs, strict=True)
+        for name in ("cars-first", "mutant-first")
+    ]
+    report.table("first sample of N fresh tries (CARS, and the cone-masked mutant)", first_rows)
     floor_tv = [t for r in runs for t in r["floor_tv"]]
     floor_mean = statistics.mean(floor_tv)
-    floor_sd = statistics.pstdev(floor_tv) if len(floor_tv) > 1 else 0.0
+    floor_sd = statistics.stdev(floor_tv) if len(floor_tv) > 1 else 0.0
+    # Under exactness a style's TV is distributed as a floor draw's: the difference of the mean of
+    # k seeds and the mean of m floor draws has s.e. sd * sqrt(1/k + 1/m). Two-sided, 2 s.e.
+    tol = 2 * floor_sd * math.sqrt(1 / len(seeds) + 1 / len(floor_tv))
     settings = {
         "N": n,
         "seeds": len(seeds),
         "regex": TOY_REGEX,
         "max_new_tokens": TOY_MAX_NEW_TOKENS,
     }
-    for run in STYLES:
+    claims = [(run, f"{run.upper()} is exact (TV at the i.i.d. noise floor)") for run in STYLES]
+    claims += [
+        ("cars-first", "CARS's first sample of a fresh trie is exact"),
+        ("mutant-first", "control: the cone-masked mutant's first sample is exact (must fail)"),
+    ]
+    for run, name in claims:
         tvs = [r[run]["tv"] for r in runs]
+        pvals = [r[run]["chi2_p"] for r in runs]
         report.claim(
-            f"{run.upper()} is exact (TV at the i.i.d. noise floor)",
-            "total variation to P_L",
+            name,
+            "total variation to P_L (mean over seeds)",
             statistics.mean(tvs),
             floor_mean,
-            direction="lower",
+            direction="close",
             baseline_name="i.i.d. exact draws",
-            tolerance=3 * floor_sd,
+            tolerance=tol,
+            samples=len(seeds),
             settings=settings,
-            note=f"tolerance = 3 sd of the noise floor ({3 * floor_sd:.4f})",
+            note=f"two-sided, 2 s.e. = {tol:.4f}; chi-square p per seed "
+            + ", ".join(f"{p:.3g}" for p in pvals),
         )
     gcd_tv = statistics.mean(r["gcd"]["tv"] for r in runs)
     report.claim(
@@ -168,11 +217,20 @@ def _neural_lm(args: ReproduceArgs) -> tuple[Any, Any]:
     return grammar_lm(steps=args.pick(smoke=1, quick=200, full=400), corruption=0.7, seed=args.seed)
 
 
+# (label, style, prefix_cache, reuse_kv): (b) the package's regime, (a) the paper's, and CARS with
+# KV reuse off (the control of the KV-reuse claim).
+NEURAL_RUNS: tuple[tuple[str, str, bool, bool], ...] = (
+    *((r, r, True, True) for r in RUNS),
+    *((f"{r} (a)", r, False, True) for r in ("cars", "ars", "rs")),
+    ("cars, KV reuse off", "cars", True, False),
+)
+
+
 def _neural_run(
     model: Any,
     tok: Any,
     grammar: str,
-    run: str,
+    spec: tuple[str, str, bool, bool],
     n: int,
     attempts: int,
     max_new_tokens: int,
@@ -180,13 +238,14 @@ def _neural_run(
 ) -> dict[str, Any]:
     from cars_sampling.transformers_lm import TransformersLM
 
+    _, style, prefix_cache, reuse_kv = spec
     g = GRAMMARS[grammar]
     constraint = g.constraint(tok)
     prompt = tok(g.prompt, add_special_tokens=False)["input_ids"]
-    lm = TransformersLM(model, tok)
+    lm = TransformersLM(model, tok, reuse_kv=reuse_kv)
     start = time.perf_counter()
     res = sample_with(
-        run,
+        style,
         lm,
         constraint,
         prompt=prompt,
@@ -195,23 +254,25 @@ def _neural_run(
         max_new_tokens=max_new_tokens,
         seed=seed,
         tokenizer=tok,
+        prefix_cache=prefix_cache,
     )
     seconds = time.perf_counter() - start
     emp = empirical(res.token_ids)
-    # What the official code computes: one prefill of BOS + prompt per attempt, then one
-    # position per generated token (HF generate keeps a KV cache only within an attempt).
-    official = res.n_attempts * (len(lm.context(prompt))) + res.n_forward_passes
     return {
         "valid": res.n_valid,
         "attempts": res.n_attempts,
         "forward_passes": res.n_forward_passes,
+        "lm_calls": res.n_lm_calls,
         "tokens_computed": lm.tokens_computed,
-        "official_tokens": official,
         "seconds": seconds,
         "unique": len(emp),
         "entropy": entropy(emp) if emp else 0.0,
         "history": [int(a) for a in res.acceptance_history],
     }
+
+
+def _per_valid(m: dict[str, Any], key: str) -> float:
+    return m[key] / m["valid"] if m["valid"] else math.inf
 
 
 def efficiency(args: ReproduceArgs, report: Report) -> None:
@@ -221,43 +282,42 @@ def efficiency(args: ReproduceArgs, report: Report) -> None:
     max_new_tokens = args.pick(smoke=12, quick=48, full=64)
     model, tok = _neural_lm(args)
     results: dict[tuple[str, str], dict[str, Any]] = {}
-    jobs = [(g, r) for g in grammars for r in RUNS]
-    for g, r in progress(jobs, desc="efficiency"):
-        results[(g, r)] = report.cached(
-            f"neural-{g}-{r}",
-            lambda g=g, r=r: _neural_run(model, tok, g, r, n, attempts, max_new_tokens, args.seed),
+    jobs = [(g, spec) for g in grammars for spec in NEURAL_RUNS]
+    for g, spec in progress(jobs, desc="efficiency"):
+        results[(g, spec[0])] = report.cached(
+            f"neural-v2-{g}-{spec[0]}",
+            lambda g=g, spec=spec: _neural_run(
+                model, tok, g, spec, n, attempts, max_new_tokens, args.seed
+            ),
         )
-    rows = []
-    for (g, r), m in results.items():
-        rows.append(
-            {
-                "grammar": g,
-                "style": r,
-                "valid": m["valid"],
-                "attempts": m["attempts"],
-                "valid / attempt": m["valid"] / max(m["attempts"], 1),
-                "forward passes / valid": m["forward_passes"] / m["valid"]
-                if m["valid"]
-                else math.inf,
-                "computed tokens / valid (KV reuse)": m["tokens_computed"] / m["valid"]
-                if m["valid"]
-                else math.inf,
-                "computed tokens / valid (official)": m["official_tokens"] / m["valid"]
-                if m["valid"]
-                else math.inf,
-                "unique / valid": m["unique"] / max(m["valid"], 1),
-                "entropy": m["entropy"],
-                "seconds": m["seconds"],
-            }
-        )
-    report.table("efficiency (tiny Llama trained on the grammars)", rows)
+    rows = [
+        {
+            "grammar": g,
+            "run": label,
+            "valid": m["valid"],
+            "attempts": m["attempts"],
+            "valid / attempt": m["valid"] / max(m["attempts"], 1),
+            "forward passes / valid": _per_valid(m, "forward_passes"),
+            "LM evaluations / valid": _per_valid(m, "lm_calls"),
+            "token positions / valid": _per_valid(m, "tokens_computed"),
+            "ms / valid": 1000 * _per_valid(m, "seconds"),
+            "unique / valid": m["unique"] / max(m["valid"], 1),
+            "entropy": m["entropy"],
+        }
+        for (g, label), m in results.items()
+    ]
+    report.table(
+        "efficiency (tiny Llama trained on the grammars; (a) = the paper's regime, no "
+        "cross-sample cache; plain names = the package's shared prefix cache)",
+        rows,
+    )
 
-    def valid(run: str) -> int:
-        return sum(results[(g, run)]["valid"] for g in grammars)
+    def valid(label: str) -> int:
+        return sum(results[(g, label)]["valid"] for g in grammars)
 
-    def pooled(run: str, key: str) -> float:
-        n_valid = valid(run)
-        return sum(results[(g, run)][key] for g in grammars) / n_valid if n_valid else math.inf
+    def pooled(label: str, key: str) -> float:
+        n_valid = valid(label)
+        return sum(results[(g, label)][key] for g in grammars) / n_valid if n_valid else math.inf
 
     settings = {
         "grammars": grammars,
@@ -265,28 +325,35 @@ def efficiency(args: ReproduceArgs, report: Report) -> None:
         "max_attempts": attempts,
         "max_new_tokens": max_new_tokens,
     }
-    cars_fp = pooled("cars", "forward_passes")
-    for base in ("ars", "rs"):
+    comparisons = [
+        ("(a) paper's regime", " (a)", "lm_calls", "LM evaluations / valid sample"),
+        ("(b) shared prefix cache", "", "lm_calls", "LM evaluations / valid sample"),
+        ("(b) shared prefix cache", "", "tokens_computed", "token positions computed / valid"),
+        ("(b) shared prefix cache", "", "seconds", "wall seconds / valid sample"),
+    ]
+    for regime, suffix, key, metric in comparisons:
+        for base in ("ars", "rs"):
+            report.claim(
+                f"{regime}: CARS needs less than {base.upper()} ({metric})",
+                f"{metric} (pooled over grammars)",
+                pooled("cars" + suffix, key),
+                pooled(base + suffix, key),
+                direction="lower",
+                baseline_name=base.upper() + suffix,
+                settings=settings,
+                samples=min(valid("cars" + suffix), valid(base + suffix)),
+            )
+    for key, metric in (("tokens_computed", "token positions computed"), ("seconds", "seconds")):
         report.claim(
-            f"CARS needs fewer forward passes per valid sample than {base.upper()}",
-            "LM forward passes / valid sample (pooled over grammars)",
-            cars_fp,
-            pooled(base, "forward_passes"),
+            f"KV-cache reuse needs fewer {metric} per valid CARS sample than reuse off",
+            f"{metric} / valid sample (CARS, pooled)",
+            pooled("cars", key),
+            pooled("cars, KV reuse off", key),
             direction="lower",
-            baseline_name=base.upper(),
+            baseline_name="the same run with reuse_kv=False",
             settings=settings,
-            samples=min(valid("cars"), valid(base)),  # too few valid samples: n/a, not held
+            samples=valid("cars"),
         )
-    report.claim(
-        "KV-cache reuse computes fewer token positions than the official recomputation",
-        "token positions computed / valid sample (CARS)",
-        pooled("cars", "tokens_computed"),
-        pooled("cars", "official_tokens"),
-        direction="lower",
-        baseline_name="official (re-prefill every attempt)",
-        settings=settings,
-        samples=valid("cars"),
-    )
     fig, ax = subplots(figsize=(6, 3.5))
     g0 = grammars[0]
     for run in STYLES:

@@ -26,7 +26,7 @@ import torch
 
 from cars_sampling.constraints import Constraint, fingerprint_of
 from cars_sampling.lm import NextTokenLM
-from cars_sampling.tempering import check_sampling_args, transform_logprobs
+from cars_sampling.tempering import check_logprobs, check_sampling_args, transform_logprobs
 from cars_sampling.trie import Node, Trie, draw
 
 Style = Literal["cars", "ars", "rsft", "rs"]
@@ -39,7 +39,9 @@ class CARSStats:
 
     ``forward_passes`` counts next-token distributions consumed, i.e. the LM forward passes a
     plain ``generate`` loop would run (the paper's efficiency unit); ``lm_calls`` counts the LM
-    evaluations actually made, one per new trie node, since revisited prefixes are read from the trie.
+    evaluations actually made: one per new trie node with ``prefix_cache=True`` (revisited prefixes
+    are read from the trie, for every style), one per consumed distribution with
+    ``prefix_cache=False`` (the paper's regime, where every attempt runs the LM afresh).
     """
 
     attempts: int = 0
@@ -93,7 +95,8 @@ def prompt_ids(prompt: Any, tokenizer: Any = None) -> list[int]:
             )
         return [int(t) for t in prompt.tolist()]
     ids = list(prompt)
-    if any(not isinstance(t, (int, np.integer)) for t in ids):
+    # bool is an int subclass, but [True, 0] is a mask or a mistake, not token ids.
+    if any(not isinstance(t, (int, np.integer)) or isinstance(t, (bool, np.bool_)) for t in ids):
         raise ValueError(
             "prompt must be a str or a flat sequence of token ids; batch size above one is not "
             f"supported (got elements of type {sorted({type(t).__name__ for t in ids})})"
@@ -129,6 +132,7 @@ class CARSSampler:
         seed: int | None = None,
         sparse_trie: bool = True,
         max_trie_bytes: int | None = None,
+        prefix_cache: bool = True,
     ) -> None:
         if style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, got {style!r}")
@@ -166,14 +170,17 @@ class CARSSampler:
         self.top_p = top_p
         self.sparse_trie = sparse_trie
         self.max_trie_bytes = max_trie_bytes
+        self.prefix_cache = bool(prefix_cache)
         self._rng = np.random.default_rng(seed)
-        self._key: tuple[tuple[int, ...], str] | None = None
+        self._key: tuple[Any, ...] | None = None
         self.reset()
 
     # -- state ---------------------------------------------------------------------------------
     def reset(self) -> None:
         """Drop the trie and the counters (a new prompt or constraint needs a new trie)."""
         self.trie = Trie(sparse=self.sparse_trie, max_bytes=self.max_trie_bytes)
+        # One attempt adds at most one θ entry per level of its path plus the invalid token's.
+        self.trie.reserve = self.trie.entry_bytes * (self.max_new_tokens + 2)
         self._stats = CARSStats()
         self._prompt: list[int] = []
 
@@ -198,7 +205,36 @@ class CARSSampler:
                 f"({self.constraint.vocab_size},)"
             )
         self._stats.lm_calls += 1
-        return transform_logprobs(lp.detach().cpu(), self.temperature, self.top_k, self.top_p)
+        check_logprobs(lp.detach(), tokens)  # before tempering: it would turn +inf into NaN
+        lp = transform_logprobs(lp.detach().cpu(), self.temperature, self.top_k, self.top_p)
+        check_logprobs(lp, tokens)
+        return lp
+
+    def _run_key(self, ids: list[int]) -> tuple[Any, ...]:
+        """Everything the trie's numbers depend on: a change in any of them needs a new trie."""
+        lm_fp = getattr(self.lm, "fingerprint", None)
+        return (
+            tuple(ids),
+            fingerprint_of(self.constraint),
+            id(self.lm) if lm_fp is None else lm_fp,
+            self.temperature,
+            self.top_k,
+            self.top_p,
+            self.style,
+            self.max_new_tokens,
+        )
+
+    def _proposal(self, node: Node, fresh: bool, depth: int) -> np.ndarray:
+        """The weights an attempt draws from at ``node`` (``depth`` tokens below the root).
+
+        A node created in this attempt is drawn from the raw ``p_u``: its parent's θ entry does not
+        include the cone just added, so applying it here would double-count (the classic bug).
+        """
+        if (self.style == "cars" and fresh) or self.style == "rs":
+            return self.trie.weights_array(node, theta=False)
+        if self.style == "rsft" and depth > 0:
+            return self.trie.weights_array(node, theta=False)
+        return self.trie.weights_array(node)
 
     def _cone(self, node: Node) -> None:
         self._stats.mask_computations += 1
@@ -223,17 +259,20 @@ class CARSSampler:
         tokens: list[int] = []
         logprob = 0.0
         pending = False  # new cones were added: propagate even if the attempt is accepted
+        trie.check_room(0)
+        new_attempt = getattr(self.lm, "new_attempt", None)
+        if not self.prefix_cache and callable(new_attempt):
+            new_attempt()  # e.g. TransformersLM drops its KV slices: a fresh generate per attempt
         while True:
             node = nodes[-1]
-            if style == "cars" and node.born == k and len(nodes) > 1:
+            created = node.born == k  # its distribution was computed in this attempt
+            fresh = created and len(nodes) > 1
+            if not self.prefix_cache and not created:
+                self._logp(tokens)  # the paper's regime: the LM runs at every step of every attempt
+            if style == "cars" and fresh:
                 self._cone(node)
                 pending = True
-                weights = trie.weights_array(node, theta=False)
-            elif style == "rs" or (style == "rsft" and len(nodes) > 1):
-                weights = trie.weights_array(node, theta=False)
-            else:
-                weights = trie.weights_array(node)
-            tok = draw(weights, float(self._rng.random()))
+            tok = draw(self._proposal(node, fresh, len(nodes) - 1), float(self._rng.random()))
             if tok < 0:
                 if len(nodes) == 1:
                     return "exhausted", [], 0.0
@@ -280,8 +319,15 @@ class CARSSampler:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
         ids = prompt_ids(prompt, self.tokenizer)
-        key = (tuple(ids), fingerprint_of(self.constraint))
-        if key != self._key:  # a new prompt or grammar: the old trie would be wrong
+        bad = [t for t in ids if not 0 <= t < self.lm.vocab_size]
+        if bad:
+            raise ValueError(
+                f"prompt token ids {bad[:5]} are outside the LM's vocabulary [0, {self.lm.vocab_size})"
+            )
+        key = self._run_key(ids)
+        if (
+            key != self._key
+        ):  # a new prompt, grammar, LM or temperature: the old trie would be wrong
             self.reset()
             self._key = key
             self._prompt = ids

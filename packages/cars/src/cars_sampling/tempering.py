@@ -8,6 +8,7 @@ them unless the caller opts in with ``allow_truncation=True``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -33,6 +34,27 @@ def check_sampling_args(
         raise ValueError(
             f"top_k={top_k!r}/top_p={top_p!r} truncate the model's distribution, so samples would be "
             "exact only for the truncated model; pass allow_truncation=True to accept that"
+        )
+
+
+def check_logprobs(logp: torch.Tensor, prefix: Sequence[int]) -> None:
+    """Refuse NaN, +inf or an all ``-inf`` distribution: a broken LM is not an exhausted language."""
+    top = float(logp.max())  # NaN propagates through max; all -inf gives -inf: one pass for all
+    if math.isnan(top):
+        raise ValueError(
+            f"the LM returned NaN log-probs after the generated prefix {list(prefix)[:20]} "
+            f"(prompt excluded); check the model's weights and dtype"
+        )
+    if top == math.inf:
+        ids = torch.nonzero(logp == math.inf).flatten().tolist()[:10]
+        raise ValueError(
+            f"the LM returned log-prob +inf for token ids {ids} after the generated prefix "
+            f"{list(prefix)[:20]} (prompt excluded); log-probs must be finite or -inf"
+        )
+    if top == -math.inf:
+        raise ValueError(
+            f"the LM gave every token log-prob -inf after the generated prefix {list(prefix)[:20]} "
+            f"(prompt excluded): no next-token distribution to sample from"
         )
 
 

@@ -84,6 +84,14 @@ class TransformersLM:
         self._cache: Any = None
         self._cache_ids: tuple[int, ...] = ()
 
+    def new_attempt(self) -> None:
+        """Forget the KV slices of earlier attempts, as a fresh ``generate`` call does.
+
+        The sampler calls it at each attempt when ``prefix_cache=False`` (the paper's regime):
+        the cache then only spans one attempt, prompt prefill included.
+        """
+        self.clear_cache()
+
     def context(self, prefix_ids: Sequence[int]) -> list[int]:
         """The ids the model actually sees for ``prefix_ids`` (BOS prepended when configured)."""
         ids = [int(t) for t in prefix_ids]
@@ -187,3 +195,22 @@ def stop_token_ids(model: Any, tokenizer: Any = None) -> list[int]:
     if not ids:
         raise ValueError("neither the model nor the tokenizer names an EOS token; pass the ids")
     return sorted(ids)
+
+
+def chat_prompt_ids(tokenizer: Any, text: str) -> list[int]:
+    """``text`` as a user turn through the tokenizer's chat template (plain ids without one).
+
+    transformers 5 returns a ``BatchEncoding`` from ``apply_chat_template(tokenize=True)``, older
+    versions a list: both (and tensors) come back as a flat list of ids.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        return [int(t) for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
+    out = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+    )
+    if not isinstance(out, (list, tuple, torch.Tensor)):
+        out = out["input_ids"]  # a BatchEncoding or a dict
+    ids = out.tolist() if isinstance(out, torch.Tensor) else list(out)
+    if ids and isinstance(ids[0], (list, tuple)):
+        ids = list(ids[0])
+    return [int(t) for t in ids]

@@ -209,6 +209,9 @@ class Trie:
         self.sparse = sparse
         self.max_bytes = max_bytes
         self.cache_bytes = cache_bytes
+        # Bytes kept free for the θ entries one attempt may add (set by the sampler), so that the
+        # limit holds after propagation too, not only when nodes are created.
+        self.reserve = 0
         self.root: Node | None = None
         self.n_nodes = 0
         self._sparse_entries = 0
@@ -243,21 +246,39 @@ class Trie:
     def _uncache(self, node: Node) -> None:
         self._cache.pop((id(node), True), None)
 
-    def new_node(self, logp: torch.Tensor, born: int) -> Node:
-        """A detached node for ``logp``; raises :class:`TrieMemoryError` past ``max_bytes``."""
-        node: Node = SparseNode(logp, born) if self.sparse else DenseNode(logp, born)
-        size = node.nbytes()
-        if self.max_bytes is not None and self.nbytes + size > self.max_bytes:
+    @property
+    def entry_bytes(self) -> int:
+        """Bytes one modified θ entry costs (0 for dense nodes, whose θ is preallocated)."""
+        return _SPARSE_ENTRY if self.sparse else 0
+
+    def check_room(self, size: int) -> None:
+        """Raise :class:`TrieMemoryError` unless ``size`` more bytes (plus the reserve) fit."""
+        if self.max_bytes is not None and self.nbytes + size + self.reserve > self.max_bytes:
             from cars_sampling.errors import TrieMemoryError
 
             raise TrieMemoryError(
                 f"the trie would exceed max_trie_bytes={self.max_bytes} ({self.n_nodes} nodes, "
-                f"{self.nbytes} bytes so far, {size} more for a new node); raise the limit, use "
-                "sparse_trie=True, or lower max_new_tokens"
+                f"{self.nbytes} bytes so far, {size} more for a new node, {self.reserve} kept for "
+                "one attempt's θ updates); raise the limit, use sparse_trie=True, or lower "
+                "max_new_tokens"
             )
+
+    def new_node(self, logp: torch.Tensor, born: int) -> Node:
+        """A detached node for ``logp``; raises :class:`TrieMemoryError` past ``max_bytes``.
+
+        A sparse node's cone mask is counted when the node is made, so a later cone cannot
+        overshoot the limit.
+        """
+        node: Node = SparseNode(logp, born) if self.sparse else DenseNode(logp, born)
+        size = node.nbytes() + (self._mask_bytes(logp.numel()) if self.sparse else 0)
+        self.check_room(size)
         self.n_nodes += 1
         self._base_bytes += size
         return node
+
+    @staticmethod
+    def _mask_bytes(vocab: int) -> int:
+        return (vocab + 7) // 8
 
     def set_root(self, logp: torch.Tensor, born: int) -> Node:
         self.root = self.new_node(logp, born)
@@ -270,8 +291,6 @@ class Trie:
 
     def apply_cone(self, node: Node, allowed: torch.Tensor) -> None:
         """Zero θ on the tokens the constraint disallows at ``node`` (CARS' cone)."""
-        if isinstance(node, SparseNode) and node.allowed is None:
-            self._base_bytes += (node.logp.numel() + 7) // 8
         allowed = allowed.to("cpu", torch.bool)
         node.apply_cone(allowed, self.weights(node, theta=False))
         self._uncache(node)
