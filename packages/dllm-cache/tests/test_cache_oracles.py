@@ -1,5 +1,6 @@
 """Spec §6 oracles: identity configurations, static input, selection, accounting, batching."""
 
+import dataclasses
 import math
 
 import pytest
@@ -43,6 +44,12 @@ def test_interval_one_is_bit_identical_to_no_cache(model, rho, first, prompts, m
             )
             xs[:, 24 + _] = 7
     assert torch.equal(plain, cached)
+
+
+def _snapshot(layer_cache):
+    return dataclasses.replace(
+        layer_cache, **{n: getattr(layer_cache, n).clone() for n in ("k", "v", "a", "f")}
+    )
 
 
 def _plain_logits(model, handle, x):
@@ -113,7 +120,8 @@ def test_selection_is_argmin_k_of_value_cosine_and_only_those_rows_change(
         c = handle.cache
         c.reset(P)
         model(x)
-        before = {layer: c.layer_cache(layer) for layer in (1, 2)}
+        # layer_cache returns the live buffers (updated in place): snapshot them
+        before = {layer: _snapshot(c.layer_cache(layer)) for layer in (1, 2)}
         x[:, P : P + 5] = torch.tensor([5, 6, 7, 8, 9])
         model(x)
         for layer in (1, 2):
@@ -239,7 +247,7 @@ def test_adaptive_update_matches_a_row_by_row_rederivation(refresh_prompt, model
     cos, sin = cos[:, 0], sin[:, 0]
     with torch.no_grad():
         _, old = full_block(parts, h0, cos, sin, None)
-        got, new, _ = cached_block(parts, h1, cos, sin, None, old, P, refresh_prompt, False,
+        got, new, _ = cached_block(parts, h1, cos, sin, None, _snapshot(old), P, refresh_prompt, False,
                                    DLLMCacheConfig(100, 100, rho))  # fmt: skip
         out, K, V, A, Fc, chosen = _manual_adaptive_step(
             parts, h1, cos, sin, old, P, int(R * rho), refresh_prompt

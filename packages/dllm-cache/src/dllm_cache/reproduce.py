@@ -152,7 +152,8 @@ def _analytic_rows() -> list[dict[str, Any]]:
         (name, 893) for name in ("llada-instruct-gsm8k", "llada-base-gsm8k", "llada-instruct-demo")
     ]
     for name, P in shapes:
-        R, S, _, config = PRESETS[name]
+        preset = PRESETS[name]
+        R, S, config = preset.gen_length, preset.steps, preset.config
         row: dict[str, Any] = {"setting": name, "P": P, "R": R, "steps": S, "Kp": config.prompt_interval,
                                "Kr": config.response_interval, "rho": config.transfer_ratio}  # fmt: skip
         base: dict[str, Any] = dict(vocab_size=LLADA_8B_VOCAB)
