@@ -293,10 +293,28 @@ class DLLMCache:
         )
         return out
 
-    def layer_cache(self, layer: int, stream: str = "cond") -> LayerCache | None:
-        """The cached features of ``layer`` (``None`` before its first call)."""
+    def layer_cache(
+        self, layer: int, stream: str = "cond", *, copy: bool = True
+    ) -> LayerCache | None:
+        """The cached features of ``layer`` (``None`` before its first call).
+
+        By default a snapshot (cloned tensors) that later forward calls leave alone. With
+        ``copy=False`` the cache's own buffers: partial refreshes (cases B-D) write rows into them
+        in place while a full refresh (case A) replaces them, so a kept reference may or may not
+        follow later steps; read it before the next forward call.
+        """
         st = self._streams.get(stream)
-        return None if st is None else st.layers.get(layer)
+        live = None if st is None else st.layers.get(layer)
+        if live is None or not copy:
+            return live
+        return dataclasses.replace(
+            live,
+            k=live.k.clone(),
+            v=live.v.clone(),
+            a=live.a.clone(),
+            f=live.f.clone(),
+            selected=None if live.selected is None else live.selected.clone(),
+        )
 
 
 class CacheHandle:
