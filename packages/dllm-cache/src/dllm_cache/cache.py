@@ -207,6 +207,9 @@ class DLLMCache:
             self._check_prompt_length(input_ids)
             st.prompt_ids, st.input_ptr = prompt.clone(), ptr
             return
+        # Same tensor as last call: generate writes only response rows in place, so the tokens
+        # are not compared (no host sync per step). An in-place edit of the *prompt* rows of the
+        # same tensor is therefore not detected: call reset() after changing a prompt.
         if ptr == st.input_ptr and st.prompt_ids.shape == prompt.shape:
             return
         st.input_ptr = ptr
