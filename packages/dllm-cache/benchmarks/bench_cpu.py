@@ -10,6 +10,15 @@ Second anchor: a Fast-dLLM-style prefix cache. With the response in one block, F
 KV cache (prompt K/V computed once, every response row recomputed each step) is the same
 computation as ``DLLMCacheConfig(prompt_interval=S, response_interval=1, transfer_ratio=0,
 refresh_first_layer=False)``, which is what runs here.
+
+Fast-dLLM's decomposition (issue 27 §6): its confidence-threshold parallel decoding
+(``threshold=0.9``) alone, our cache alone, and both, each against no cache. The model is
+random, so the benchmark scales its weights (``--init-std``) until its logits are peaked
+enough for some confidences to pass the threshold; the forward calls per arm are printed.
+
+Hot path (issue 27 §4): one case-D forward (every layer cached, ``ρ = 0.25``) at two prompt
+lengths, ``P`` and ``4 P``, against the full forward at the same lengths: the case-D time
+should grow with the recomputed rows (fixed) rather than the sequence length.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--init-std", type=float, default=0.02)
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -39,6 +49,7 @@ def main() -> None:
         n_heads=4,
         n_layers=args.layers,
         mlp_hidden_size=3 * args.width,
+        init_std=args.init_std,
     )
     model = TinyLLaDA(config).eval()
     ids = torch.randint(4, 1024, (1, args.prompt))
@@ -76,8 +87,81 @@ def main() -> None:
             "tokens_per_s_cached": args.gen / cmp.candidate_s, "tokens_per_s_uncached": args.gen / cmp.baseline_s,
             "speedup": 1 / cmp.ratio, "counted_flops_ratio": flops_ratio,
         }  # fmt: skip
+    results.update(_fast_dllm_decomposition(model, ids, kw, args.repeats))
+    scaling = _case_d_scaling(model, args.prompt, args.gen, args.repeats)
     setting = {"P": args.prompt, "R": args.gen, "width": args.width, "layers": args.layers}
-    print(json.dumps({"setting": setting, "arms": results}, indent=1))
+    print(json.dumps({"setting": setting, "arms": results, "case_d": scaling}, indent=1))
+
+
+def _calls(model, fn):
+    n = [0]
+    hook = model.register_forward_pre_hook(lambda m, a: n.__setitem__(0, n[0] + 1))
+    try:
+        fn()
+    finally:
+        hook.remove()
+    return n[0]
+
+
+def _fast_dllm_decomposition(model, ids, kw, repeats):
+    """Threshold parallel decoding alone, the cache alone and both, each against no cache."""
+    out = {}
+    cache_config = DLLMCacheConfig(prompt_interval=100, response_interval=8, transfer_ratio=0.25)
+    for name, threshold, use_cache in (
+        ("parallel decoding (threshold 0.9)", 0.9, False),
+        ("parallel decoding + dLLM-Cache", 0.9, True),
+    ):
+        handle = apply_dllm_cache(model, cache_config) if use_cache else None
+        extra = {"threshold": threshold, "cache": handle.cache if handle else None}
+        try:
+            cmp = compare(
+                lambda e=extra: generate(model, ids, **kw, **e),
+                lambda: generate(model, ids, **kw),
+                name=name, baseline_name="no cache", repeats=repeats, warmup=1,
+            )  # fmt: skip
+            calls = _calls(model, lambda e=extra: generate(model, ids, **kw, **e))
+        finally:
+            if handle:
+                handle.remove()
+        print(cmp)
+        out[name] = {
+            "speedup": 1 / cmp.ratio,
+            "forward_calls": calls,
+            "uncached_calls": kw["steps"],
+        }
+    return out
+
+
+def _case_d_scaling(model, prompt, gen, repeats):
+    """Seconds of one case-D forward and of a full forward at P and 4P (same R, ρ = 0.25)."""
+    config = DLLMCacheConfig(10_000, 10_000, 0.25, refresh_first_layer=False)
+    rows = {}
+    for P in (prompt, 4 * prompt):
+        x = torch.cat([torch.randint(4, 1024, (1, P)), torch.full((1, gen), 3)], 1)
+        with apply_dllm_cache(model, config) as handle, torch.no_grad():
+            cache = handle.cache
+            cache.reset(P)
+            model(x)  # step 1: case A fills the cache; every later call is case D
+
+            def full(cache=cache, x=x, P=P):
+                cache.prompt_length = None  # inactive for one call: the blocks' own forward
+                try:
+                    return model(x)
+                finally:
+                    cache.prompt_length = P
+
+            cmp = compare(lambda x=x: model(x), full, name=f"case D P={P}",
+                          baseline_name=f"full P={P}", repeats=3 * repeats, warmup=1)  # fmt: skip
+            assert cache.stats.records[-1].case == "D"
+        print(cmp)
+        rows[P] = {"case_d_s": cmp.candidate_s, "full_s": cmp.baseline_s}
+    a, b = rows[prompt], rows[4 * prompt]
+    return {
+        "per_length": rows,
+        "case_d_time_ratio_4P_over_P": b["case_d_s"] / a["case_d_s"],
+        "full_time_ratio_4P_over_P": b["full_s"] / a["full_s"],
+        "sequence_length_ratio": (4 * prompt + gen) / (prompt + gen),
+    }
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Spec §6 oracles: identity configurations, static input, selection, accounting, batching."""
 
+import dataclasses
 import math
 
 import pytest
@@ -43,6 +44,13 @@ def test_interval_one_is_bit_identical_to_no_cache(model, rho, first, prompts, m
             )
             xs[:, 24 + _] = 7
     assert torch.equal(plain, cached)
+
+
+def _snapshot(layer_cache):
+    """A copy of a full_block LayerCache (cached_block writes rows of its input in place)."""
+    return dataclasses.replace(
+        layer_cache, **{n: getattr(layer_cache, n).clone() for n in ("k", "v", "a", "f")}
+    )
 
 
 def _plain_logits(model, handle, x):
@@ -113,7 +121,7 @@ def test_selection_is_argmin_k_of_value_cosine_and_only_those_rows_change(
         c = handle.cache
         c.reset(P)
         model(x)
-        before = {layer: c.layer_cache(layer) for layer in (1, 2)}
+        before = {layer: c.layer_cache(layer) for layer in (1, 2)}  # snapshots by default
         x[:, P : P + 5] = torch.tensor([5, 6, 7, 8, 9])
         model(x)
         for layer in (1, 2):
@@ -239,7 +247,7 @@ def test_adaptive_update_matches_a_row_by_row_rederivation(refresh_prompt, model
     cos, sin = cos[:, 0], sin[:, 0]
     with torch.no_grad():
         _, old = full_block(parts, h0, cos, sin, None)
-        got, new, _ = cached_block(parts, h1, cos, sin, None, old, P, refresh_prompt, False,
+        got, new, _ = cached_block(parts, h1, cos, sin, None, _snapshot(old), P, refresh_prompt, False,
                                    DLLMCacheConfig(100, 100, rho))  # fmt: skip
         out, K, V, A, Fc, chosen = _manual_adaptive_step(
             parts, h1, cos, sin, old, P, int(R * rho), refresh_prompt
@@ -249,3 +257,28 @@ def test_adaptive_update_matches_a_row_by_row_rederivation(refresh_prompt, model
     for mine, theirs in ((got, out), (new.k, K), (new.v, V), (new.a, A), (new.f, Fc)):
         torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
     assert not torch.allclose(got, full, atol=1e-3)  # stale rows really are reused
+
+
+@pytest.mark.parametrize("config", [DLLMCacheConfig(1, 1, 0.0), DLLMCacheConfig(100, 100, 0.5)])
+def test_layer_cache_returns_a_snapshot_that_later_calls_leave_alone(
+    config, make_model, masked_input
+):
+    """Case A (Kp=Kr=1) used to hand back a fresh object, cases B-D the live buffers: a kept
+    result silently followed (or not) the next step. Now both are snapshots; copy=False is live."""
+    model = make_model(n_layers=3)
+    P = 24
+    x = masked_input(P=P, R=16)
+    with apply_dllm_cache(model, config) as handle:
+        c = handle.cache
+        c.reset(P)
+        model(x)
+        kept = c.layer_cache(1)
+        live = c.layer_cache(1, copy=False)
+        frozen = {n: getattr(live, n).clone() for n in ("k", "v", "a", "f")}
+        x[:, P : P + 5] = torch.tensor([5, 6, 7, 8, 9])
+        model(x)
+        now = c.layer_cache(1, copy=False)
+        for n in ("k", "v", "a", "f"):
+            assert torch.equal(getattr(kept, n), frozen[n])
+            assert getattr(kept, n).data_ptr() != getattr(now, n).data_ptr()
+        assert not torch.equal(now.v[:, P:], frozen["v"][:, P:])

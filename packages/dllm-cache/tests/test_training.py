@@ -3,7 +3,18 @@
 import pytest
 import torch
 from dllm_cache import TinyLLaDA
-from dllm_cache.tasks import EOS, MASK, OPS, TaskSpec, exact_match, make_batch
+from dllm_cache.tasks import (
+    EOS,
+    MASK,
+    OPS,
+    VOCAB_SIZE,
+    TaskSpec,
+    digits_right,
+    exact_match,
+    make_batch,
+    pick_valid,
+    solved,
+)
 from dllm_cache.train import EPS, sft_loss, train_tiny_llada
 
 
@@ -59,8 +70,29 @@ def test_training_runs_and_caches(tmp_path, monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_pick_task_layout_and_scores():
+    """``a ; b ->`` queries, the answer is one of the two strings; a mix of both scores less."""
+    spec = TaskSpec(ops=("pick",))
+    prompts, answers = make_batch(spec, 200, 2, torch.Generator().manual_seed(0))
+    assert prompts.shape == (200, spec.prompt_length(2)) and spec.shots_for(prompts.shape[1]) == 2
+    a, b = prompts[:, -10:-6], prompts[:, -5:-1]
+    assert ((answers[:, :4] == a).all(1) | (answers[:, :4] == b).all(1)).all()
+    assert 0.35 < (answers[:, :4] == a).all(1).float().mean() < 0.65  # a coin flip
+    assert (answers[:, 4:] == EOS).all() and (prompts[:, 1] == OPS["pick"]).all()
+    assert solved(spec, answers, prompts, answers).all()
+    other = torch.where((answers[:, :4] == a).all(1, keepdim=True), b, a)
+    assert solved(spec, torch.cat([other, answers[:, 4:]], 1), prompts, answers).all()
+    mixed = torch.cat([a[:, :2], b[:, 2:], answers[:, 4:]], 1)
+    differ = (a[:, :2] != b[:, :2]).any(1) & (a[:, 2:] != b[:, 2:]).any(1)
+    assert not pick_valid(mixed, prompts, 4)[differ].any()
+    assert (digits_right(spec, mixed, prompts, answers)[differ] < 1).all()
+    with pytest.raises(ValueError, match="pick"):
+        make_batch(TaskSpec(ops=("pick", "copy")), 2, 1, torch.Generator())
+
+
 def test_packaged_checkpoint_solves_the_task_and_the_cache_keeps_it():
-    """The shipped reproduction model beats chance on the copy task, and its cached run agrees."""
+    """The shipped reproduction model solves the pick task, needs refinement for it (one step
+    mixes the two strings) and its cached run agrees."""
     from dllm_cache import DLLMCacheConfig, apply_dllm_cache, generate
     from dllm_cache.train import PACKAGED, REPRODUCTION_SPEC
 
@@ -68,15 +100,15 @@ def test_packaged_checkpoint_solves_the_task_and_the_cache_keeps_it():
     if not folders:
         pytest.skip("no packaged checkpoint")
     model = TinyLLaDA.from_pretrained(folders[0]).eval()
+    assert model.config.vocab_size == VOCAB_SIZE, "packaged checkpoint predates the pick task"
     spec = REPRODUCTION_SPEC
-    prompts, answers = make_batch(spec, 16, 6, torch.Generator().manual_seed(5))
-    kw = dict(
-        mask_id=MASK, gen_length=spec.response_length, block_length=spec.response_length, steps=8
-    )
-    plain = generate(model, prompts, **kw)
+    prompts, answers = make_batch(spec, 32, 3, torch.Generator().manual_seed(5))
+    R = spec.response_length
+    kw = dict(mask_id=MASK, gen_length=R, block_length=R)
+    plain = generate(model, prompts, **kw, steps=R)
+    one_step = generate(model, prompts, **kw, steps=1)
     with apply_dllm_cache(model, DLLMCacheConfig(100, 4, 0.25)) as handle:
-        cached = generate(model, prompts, **kw, cache=handle.cache)
-    digits = spec.digits
-    assert (plain[:, :digits] == answers[:, :digits]).float().mean() > 0.25  # chance: 0.1
-    assert (plain[:, digits:] == EOS).all()
+        cached = generate(model, prompts, **kw, steps=R, cache=handle.cache)
+    ok = solved(spec, plain, prompts, answers).float().mean()
+    assert ok > 0.5 and ok > solved(spec, one_step, prompts, answers).float().mean() + 0.1
     assert (cached == plain).float().mean() > 0.9

@@ -12,9 +12,17 @@ vectors moved most.
 from importlib.metadata import PackageNotFoundError, version
 
 from dllm_cache.adapters import ADAPTERS, BlockAdapter, register_adapter, resolve_adapter
-from dllm_cache.block import BlockParts, LayerCache, cached_block, full_block, select_rows
+from dllm_cache.block import (
+    BlockParts,
+    LayerCache,
+    cached_block,
+    full_block,
+    select_rows,
+    write_rows,
+)
 from dllm_cache.cache import CacheHandle, CacheStats, DLLMCache, LayerStep, apply_dllm_cache
-from dllm_cache.config import PRESETS, DLLMCacheConfig
+from dllm_cache.config import PRESETS, DLLMCacheConfig, Preset, dLLMCacheConfig
+from dllm_cache.dream import dream_generate, shift_logits
 from dllm_cache.flops import (
     LLADA_8B,
     BlockDims,
@@ -26,7 +34,13 @@ from dllm_cache.flops import (
     schedule,
 )
 from dllm_cache.model import TinyLLaDA, TinyLLaDAConfig
-from dllm_cache.sampler import generate, gumbel_argmax, num_transfer_tokens
+from dllm_cache.sampler import (
+    commit_parallel,
+    generate,
+    gumbel_argmax,
+    llada_generate,
+    num_transfer_tokens,
+)
 
 try:
     __version__ = version("dllm-cache")
@@ -46,6 +60,7 @@ __all__ = [
     "DLLMCacheConfig",
     "LayerCache",
     "LayerStep",
+    "Preset",
     "RowCounts",
     "TinyLLaDA",
     "TinyLLaDAConfig",
@@ -54,14 +69,20 @@ __all__ = [
     "block_flops",
     "cached_block",
     "case_rows",
+    "commit_parallel",
+    "dLLMCacheConfig",
+    "dream_generate",
     "full_block",
     "generate",
     "generation_flops",
     "gumbel_argmax",
+    "llada_generate",
     "num_transfer_tokens",
     "refresh_flags",
     "register_adapter",
     "resolve_adapter",
     "schedule",
     "select_rows",
+    "shift_logits",
+    "write_rows",
 ]

@@ -7,6 +7,7 @@ and ``"dream"`` (``Dream-org/Dream-v0-*``: Qwen2-style layers that return a tupl
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,13 @@ def _missing(root: Any, paths: Sequence[str]) -> list[str]:
         except AttributeError:
             out.append(path)
     return out
+
+
+def _accepts(model: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class BlockAdapter:
@@ -75,6 +83,15 @@ class BlockAdapter:
         """The block's return value around the new hidden states."""
         return out
 
+    def honours_padding(self, model: Any) -> bool:
+        """Whether the model's own attention hides padding keys (``config.padding="model"``)."""
+        return True
+
+    def head_input(self, model: Any) -> Any | None:
+        """The module whose output the LM head reads, when the model's forward takes no
+        ``logits_to_keep``: the cache then feeds it the response rows only (``None``: no need)."""
+        return None
+
 
 class LLaDAAdapter(BlockAdapter):
     name = "llada"
@@ -119,6 +136,18 @@ class LLaDAAdapter(BlockAdapter):
 
     def wrap(self, out: Tensor) -> Any:
         return out, None
+
+    def honours_padding(self, model: Any) -> bool:
+        # LLaDA's remote code builds an attention bias but calls SDPA with attn_mask=None, so an
+        # uncached LLaDA attends to padding; TinyLLaDA says it hides it.
+        return bool(getattr(model, "honours_attention_mask", False))
+
+    def head_input(self, model: Any) -> Any | None:
+        # LLaDAModelLM.forward takes no logits_to_keep: its 126k-row head would run over the
+        # whole sequence on every step. Its LM head reads transformer.ln_f's output.
+        if _accepts(model, "logits_to_keep"):
+            return None
+        return operator.attrgetter("model.transformer.ln_f")(model)
 
 
 class LlamaAdapter(BlockAdapter):

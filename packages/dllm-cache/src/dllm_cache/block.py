@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dllm_cache.config import DLLMCacheConfig
-from dllm_cache.flops import BlockDims, RowCounts
-from shared_core.kernels import cosine_topk, gather_rows, scatter_rows
+from dllm_cache.flops import BlockDims, RowCounts, case_of, case_rows
+from shared_core.kernels import cosine_topk, gather_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +100,7 @@ def full_block(
     a = parts.o_proj(attend(q, k, v, key_mask, parts.dims))
     h1 = h + a
     f = parts.mlp(parts.ff_norm(h1))
-    return h1 + f, LayerCache(k=k, v=v, a=a, f=f)
+    return h1 + f, LayerCache(k=k.contiguous(), v=v.contiguous(), a=a, f=f)
 
 
 def select_rows(
@@ -127,6 +127,66 @@ def _cat(parts: list[Tensor]) -> Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
+def write_rows(buf: Tensor, start: int, index: Tensor | None, rows: Tensor) -> None:
+    """In place: ``buf[b, start + index[b, j]] = rows[b, j]``, or ``buf[:, start:start + n] = rows``.
+
+    One ``index_copy_`` into the flattened (contiguous) buffer, so a cached step copies only the
+    rows it recomputed instead of concatenating full-sequence tensors.
+    """
+    if index is None:
+        buf[:, start : start + rows.shape[1]].copy_(rows)
+        return
+    B, T, width = buf.shape
+    offsets = torch.arange(B, device=index.device).unsqueeze(1) * T + start
+    buf.view(B * T, width).index_copy_(
+        0, (index + offsets).reshape(-1), rows.reshape(-1, width).to(buf.dtype)
+    )
+
+
+def _select_response(
+    parts: BlockParts,
+    xr: Tensor,
+    tables: tuple[Tensor, Tensor],
+    cache: LayerCache,
+    P: int,
+    key_mask: Tensor | None,
+    config: DLLMCacheConfig,
+    generator: torch.Generator | None,
+) -> tuple[Tensor, Tensor | None]:
+    """The adaptive update's probe (spec §2.2 C/D): rows ``I``, their queries (or ``None`` when the
+    attention output was the probe and is already written). ``tables``: the response rows'
+    ``(cos, sin)``, B×R×head_dim.
+
+    Writes the probe feature of every response row and the other features of the rows in ``I``
+    into ``cache`` in place.
+    """
+    hd, R = parts.dims.head_dim, xr.shape[1]
+    n_sel = config.tokens_per_update(R)
+    cos_r, sin_r = tables
+    if config.selection in ("value", "random"):
+        v_new = parts.v_proj(xr)
+        index = select_rows(v_new, cache.v[:, P:], n_sel, config.selection, generator)
+        xs, pos_c, pos_s = (gather_rows(t, index) for t in (xr, cos_r, sin_r))
+        write_rows(cache.k, P, index, apply_rope(parts.k_proj(xs), pos_c, pos_s, hd))
+        write_rows(cache.v, P, None, v_new)  # computed for every row anyway: all refreshed
+        return index, apply_rope(parts.q_proj(xs), pos_c, pos_s, hd)
+    if config.selection == "key":
+        k_new = apply_rope(parts.k_proj(xr), cos_r, sin_r, hd)
+        index = select_rows(k_new, cache.k[:, P:], n_sel)
+        xs, pos_c, pos_s = (gather_rows(t, index) for t in (xr, cos_r, sin_r))
+        write_rows(cache.k, P, None, k_new)
+        write_rows(cache.v, P, index, parts.v_proj(xs))
+        return index, apply_rope(parts.q_proj(xs), pos_c, pos_s, hd)
+    # attn_out: the probe is the attention output itself, so only the FFN is saved
+    write_rows(cache.k, P, None, apply_rope(parts.k_proj(xr), cos_r, sin_r, hd))
+    write_rows(cache.v, P, None, parts.v_proj(xr))
+    q_all = apply_rope(parts.q_proj(xr), cos_r, sin_r, hd)
+    a_new = parts.o_proj(attend(q_all, cache.k, cache.v, key_mask, parts.dims))
+    index = select_rows(a_new, cache.a[:, P:], n_sel)
+    write_rows(cache.a, P, None, a_new)
+    return index, None
+
+
 def cached_block(
     parts: BlockParts,
     h: Tensor,
@@ -145,100 +205,64 @@ def cached_block(
     Case A (refresh both) is :func:`full_block`. Otherwise the prompt rows ``[0, P)`` and/or the
     response rows are recomputed, and between response refreshes the ``floor(R ρ)`` response
     rows whose probe feature (V by default) has the lowest cosine with its cached copy; every
-    other row adds its cached attention/FFN output to the *current* residual stream.
+    other row adds its cached attention/FFN output to the *current* residual stream. The cache's
+    full-sequence buffers are updated in place, row by row. The rows recomputed are
+    :func:`~dllm_cache.flops.case_rows` of the case, the one count the FLOPs model also uses.
     """
     T = h.shape[1]
     P, R = prompt_length, T - prompt_length
-    if cache is None or (refresh_prompt and refresh_response):
+    case = case_of(refresh_prompt, refresh_response)
+    if cache is None or case == "A":
         out, fresh = full_block(parts, h, cos, sin, key_mask)
-        return out, fresh, RowCounts(T, T, T, T, T)
+        return out, fresh, case_rows("A", P, R, config)
 
     hd = parts.dims.head_dim
-    K, V, A, Fc = cache.k, cache.v, cache.a, cache.f
-    counts = RowCounts()
-    queries: list[Tensor] = []  # recomputed query rows, prompt first then response subset
+    queries: list[Tensor] = []  # fresh query rows, prompt first then response
     if refresh_prompt:
         xp = parts.attn_norm(h[:, :P])
-        queries.append(apply_rope(parts.q_proj(xp), cos[:, :P], sin[:, :P], hd))
-        K = torch.cat([apply_rope(parts.k_proj(xp), cos[:, :P], sin[:, :P], hd), K[:, P:]], 1)
-        V = torch.cat([parts.v_proj(xp), V[:, P:]], 1)
-        counts += RowCounts(P, P, P, P)
+        cp, sp = cos[:, :P], sin[:, :P]
+        queries.append(apply_rope(parts.q_proj(xp), cp, sp, hd))
+        write_rows(cache.k, 0, None, apply_rope(parts.k_proj(xp), cp, sp, hd))
+        write_rows(cache.v, 0, None, parts.v_proj(xp))
 
     # Response rows: all of them (case B), an adaptive subset I (C/D with ρ > 0) or none.
-    index: Tensor | None = None  # (B, n) response rows that get a fresh query and FFN row
-    attn_rows_done = False
+    index: Tensor | None = None
+    response = refresh_response or config.adaptive
     if refresh_response:
         xr = parts.attn_norm(h[:, P:])
-        queries.append(apply_rope(parts.q_proj(xr), cos[:, P:], sin[:, P:], hd))
-        K = torch.cat([K[:, :P], apply_rope(parts.k_proj(xr), cos[:, P:], sin[:, P:], hd)], 1)
-        V = torch.cat([V[:, :P], parts.v_proj(xr)], 1)
-        index = torch.arange(R, device=h.device).expand(h.shape[0], R)
-        counts += RowCounts(R, R, R, R)
+        cr, sr = cos[:, P:], sin[:, P:]
+        queries.append(apply_rope(parts.q_proj(xr), cr, sr, hd))
+        write_rows(cache.k, P, None, apply_rope(parts.k_proj(xr), cr, sr, hd))
+        write_rows(cache.v, P, None, parts.v_proj(xr))
     elif config.adaptive:
-        n_sel = config.tokens_per_update(R)
-        xr = parts.attn_norm(h[:, P:])
-        cos_r = cos[:, P:].expand(h.shape[0], -1, -1)
-        sin_r = sin[:, P:].expand(h.shape[0], -1, -1)
-        if config.selection in ("value", "random"):
-            v_new = parts.v_proj(xr)
-            index = select_rows(v_new, V[:, P:], n_sel, config.selection, generator)
-            xs = gather_rows(xr, index)
-            pos_c, pos_s = gather_rows(cos_r, index), gather_rows(sin_r, index)
-            k_sel = apply_rope(parts.k_proj(xs), pos_c, pos_s, hd)
-            queries.append(apply_rope(parts.q_proj(xs), pos_c, pos_s, hd))
-            K = torch.cat([K[:, :P], scatter_rows(K[:, P:], index, k_sel)], 1)
-            V = torch.cat([V[:, :P], v_new], 1)  # computed for every row anyway: all refreshed
-            counts += RowCounts(q=n_sel, k=n_sel, v=R, attn=n_sel)
-        elif config.selection == "key":
-            k_new = apply_rope(parts.k_proj(xr), cos_r, sin_r, hd)
-            index = select_rows(k_new, K[:, P:], n_sel)
-            xs = gather_rows(xr, index)
-            pos_c, pos_s = gather_rows(cos_r, index), gather_rows(sin_r, index)
-            queries.append(apply_rope(parts.q_proj(xs), pos_c, pos_s, hd))
-            K = torch.cat([K[:, :P], k_new], 1)
-            V = torch.cat([V[:, :P], scatter_rows(V[:, P:], index, parts.v_proj(xs))], 1)
-            counts += RowCounts(q=n_sel, k=R, v=n_sel, attn=n_sel)
-        else:  # attn_out: the probe is the attention output itself, so only the FFN is saved
-            q_all = apply_rope(parts.q_proj(xr), cos_r, sin_r, hd)
-            K = torch.cat([K[:, :P], apply_rope(parts.k_proj(xr), cos_r, sin_r, hd)], 1)
-            V = torch.cat([V[:, :P], parts.v_proj(xr)], 1)
-            a_new = parts.o_proj(attend(q_all, K, V, key_mask, parts.dims))
-            index = select_rows(a_new, A[:, P:], n_sel)
-            A = torch.cat([A[:, :P], a_new], 1)
-            attn_rows_done = True
-            counts += RowCounts(q=R, k=R, v=R, attn=R)
+        B = h.shape[0]
+        tables = (cos[:, P:].expand(B, -1, -1), sin[:, P:].expand(B, -1, -1))
+        index, q_sel = _select_response(
+            parts, parts.attn_norm(h[:, P:]), tables, cache, P, key_mask, config, generator
+        )
+        if q_sel is not None:
+            queries.append(q_sel)
 
     if queries:
-        a_rows = parts.o_proj(attend(_cat(queries), K, V, key_mask, parts.dims))
+        a_rows = parts.o_proj(attend(_cat(queries), cache.k, cache.v, key_mask, parts.dims))
         n_p = P if refresh_prompt else 0
-        a_prompt = a_rows[:, :n_p] if refresh_prompt else A[:, :P]
-        a_resp = A[:, P:]
-        if index is not None and not attn_rows_done:
-            a_resp = (
-                a_rows[:, n_p:]
-                if refresh_response
-                else scatter_rows(a_resp, index, a_rows[:, n_p:])
-            )
-        A = torch.cat([a_prompt, a_resp], 1)
-    h1 = h + A
+        if refresh_prompt:
+            write_rows(cache.a, 0, None, a_rows[:, :n_p])
+        if a_rows.shape[1] > n_p:
+            write_rows(cache.a, P, index, a_rows[:, n_p:])
+    h1 = h + cache.a
 
     ffn_in: list[Tensor] = []
     if refresh_prompt:
         ffn_in.append(h1[:, :P])
-    if index is not None:
-        ffn_in.append(h1[:, P:] if refresh_response else gather_rows(h1[:, P:], index))
+    if response:
+        ffn_in.append(h1[:, P:] if index is None else gather_rows(h1[:, P:], index))
     if ffn_in:
         f_rows = parts.mlp(parts.ff_norm(_cat(ffn_in)))
         n_p = P if refresh_prompt else 0
-        f_prompt = f_rows[:, :n_p] if refresh_prompt else Fc[:, :P]
-        f_resp = Fc[:, P:]
-        if index is not None:
-            f_resp = (
-                f_rows[:, n_p:]
-                if refresh_response
-                else scatter_rows(f_resp, index, f_rows[:, n_p:])
-            )
-        Fc = torch.cat([f_prompt, f_resp], 1)
-        counts += RowCounts(ffn=sum(x.shape[1] for x in ffn_in))
-    selected = None if refresh_response or index is None else index
-    return h1 + Fc, LayerCache(k=K, v=V, a=A, f=Fc, selected=selected), counts
+        if refresh_prompt:
+            write_rows(cache.f, 0, None, f_rows[:, :n_p])
+        if response:
+            write_rows(cache.f, P, index, f_rows[:, n_p:])
+    cache.selected = index
+    return h1 + cache.f, cache, case_rows(case, P, R, config)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from dllm_cache.adapters import BlockAdapter, resolve_adapter
 from dllm_cache.block import BlockParts, LayerCache, cached_block
 from dllm_cache.config import DLLMCacheConfig
-from dllm_cache.flops import Case, RowCounts, block_flops, case_of, refresh_flags
+from dllm_cache.flops import Case, RowCounts, block_flops, case_of, case_rows, refresh_flags
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +94,8 @@ class _Stream:
     batch: int | None = None
     seq_len: int | None = None
     prompt_ids: Tensor | None = None
+    input_ptr: int | None = None
+    rope: tuple[Tensor, Tensor] | None = None
     layers: dict[int, LayerCache] = dataclasses.field(default_factory=dict)
 
 
@@ -117,6 +119,13 @@ class DLLMCache:
         self._stream = "cond"
         self._generator = torch.Generator().manual_seed(self.config.seed)
         self._installed_on: nn.Module | None = None
+        self._mask_id: int | None = None
+        #: whether the cached attention hides padding keys (set by apply_dllm_cache from
+        #: ``config.padding`` and the adapter; a bare cache follows ``padding != "ignore"``)
+        self.honours_padding = self.config.padding != "ignore"
+        #: rows of the sequence end the LM head runs on while a generation is under way, for
+        #: models whose forward takes no ``logits_to_keep`` (``generate`` sets it)
+        self.head_rows: int | None = None
 
     @property
     def active(self) -> bool:
@@ -128,11 +137,20 @@ class DLLMCache:
         """Forward calls of the current stream since :meth:`reset` (1-based during a call)."""
         return self._streams[self._stream].step if self._stream in self._streams else 0
 
-    def reset(self, prompt_length: int, attention_mask: Tensor | None = None) -> None:
+    def reset(
+        self,
+        prompt_length: int,
+        attention_mask: Tensor | None = None,
+        mask_id: int | None = None,
+    ) -> None:
         """Clear every cached feature and start a generation whose prompt has ``prompt_length`` tokens.
 
         ``attention_mask`` (B×T or B×prompt_length, 1 = token, 0 = padding) hides padding keys in
-        the cached attention; without it all keys are attended.
+        the cached attention when :attr:`honours_padding` (``config.padding``); without it all
+        keys are attended. ``mask_id`` (``generate`` passes it) makes the first forward check that
+        the response starts, fully masked, at ``prompt_length``: a wrong prompt length raises
+        instead of silently caching prompt rows as response rows. Leave it out to replay a
+        partly decoded sequence.
         """
         if (
             isinstance(prompt_length, bool)
@@ -148,14 +166,16 @@ class DLLMCache:
                 raise ValueError(
                     f"attention_mask must be B×T, got shape {tuple(attention_mask.shape)}"
                 )
-            if not bool(attention_mask.bool().all()):
+            if self.honours_padding and not bool(attention_mask.bool().all()):
                 self._key_mask = attention_mask.bool()
+        self._mask_id = mask_id if isinstance(mask_id, int) else None
         self._generator.manual_seed(self.config.seed)
 
     def release(self) -> None:
         """End the generation: drop the features (statistics are kept)."""
         self.prompt_length = None
         self.cfg_residual = None
+        self.head_rows = None
         self._key_mask = None
         self._streams = {}
         self._stream = "cond"
@@ -171,21 +191,55 @@ class DLLMCache:
 
     # -- called by the patched model -----------------------------------------------------------
     def _check_prompt(self, input_ids: Tensor | None) -> None:
-        """Refuse a different prompt than the one the features were cached for."""
+        """Refuse a different prompt than the one the features were cached for.
+
+        The comparison (a host sync) runs only when the input is not the tensor of the previous
+        call: ``generate`` writes the response of one tensor in place, so its steps skip it.
+        """
         if not self.active or input_ids is None or not isinstance(input_ids, Tensor):
             return
+        assert self.prompt_length is not None
         st = self._streams.setdefault(self._stream, _Stream())
-        prompt = input_ids[:, : self.prompt_length]
+        P = self.prompt_length
+        prompt = input_ids[:, :P]
+        ptr = input_ids.data_ptr()
         if st.prompt_ids is None:
-            st.prompt_ids = prompt.clone()
-        elif st.prompt_ids.shape != prompt.shape or not torch.equal(st.prompt_ids, prompt):
+            self._check_prompt_length(input_ids)
+            st.prompt_ids, st.input_ptr = prompt.clone(), ptr
+            return
+        # Same tensor as last call: generate writes only response rows in place, so the tokens
+        # are not compared (no host sync per step). An in-place edit of the *prompt* rows of the
+        # same tensor is therefore not detected: call reset() after changing a prompt.
+        if ptr == st.input_ptr and st.prompt_ids.shape == prompt.shape:
+            return
+        st.input_ptr = ptr
+        if st.prompt_ids.shape != prompt.shape or not torch.equal(st.prompt_ids, prompt):
             raise ValueError(
                 "the prompt differs from the one the cache holds features for; call "
                 "cache.reset(prompt_length) before a new prompt (generate does this for you)"
             )
 
+    def _check_prompt_length(self, input_ids: Tensor) -> None:
+        """On a generation's first call: the token at ``prompt_length`` must be the first mask."""
+        P, mask = self.prompt_length, self._mask_id
+        if mask is None or self._stream != "cond" or P is None or not 0 < P < input_ids.shape[1]:
+            return
+        if bool((input_ids[:, P] != mask).any()) or bool((input_ids[:, P - 1] == mask).any()):
+            is_mask = (input_ids == mask).long()
+            first = [int(row.argmax()) if bool(row.any()) else None for row in is_mask]
+            raise ValueError(
+                f"cache.reset(prompt_length={P}) does not match the input: on the first call "
+                f"the response must start, fully masked (mask_id={mask}), at position {P}, but "
+                f"the first mask of each row is at {first}; pass the prompt's length to reset "
+                "(generate does this for you)"
+            )
+
     def _layer_forward(
-        self, layer: int, parts: BlockParts, h: Tensor, cos: Tensor, sin: Tensor
+        self,
+        layer: int,
+        parts: BlockParts,
+        h: Tensor,
+        rotary: Callable[[], tuple[Tensor, Tensor]],
     ) -> Tensor:
         assert self.prompt_length is not None
         st = self._streams.setdefault(self._stream, _Stream())
@@ -213,9 +267,12 @@ class DLLMCache:
             # A prompt-only mask: the response is never padding.
             pad = key_mask.new_ones(B, T - key_mask.shape[1])
             key_mask = self._key_mask = torch.cat([key_mask, pad], 1)
+        if st.rope is None:  # positions never change within a generation: one table for all layers
+            cos, sin = rotary()
+            st.rope = (cos.float(), sin.float())
         flags = refresh_flags(st.step, layer, self.config)
         out, st.layers[layer], rows = cached_block(
-            parts, h, cos, sin, key_mask, st.layers.get(layer), self.prompt_length,
+            parts, h, *st.rope, key_mask, st.layers.get(layer), self.prompt_length,
             *flags, self.config, self._generator,
         )  # fmt: skip
         self.stats.records.append(
@@ -229,15 +286,38 @@ class DLLMCache:
                 B,
                 T,
                 B * block_flops(parts.dims, rows, T),
-                B * block_flops(parts.dims, RowCounts(T, T, T, T, T), T),
+                B
+                * block_flops(
+                    parts.dims,
+                    case_rows("A", self.prompt_length, T - self.prompt_length, self.config),
+                    T,
+                ),
             )
         )
         return out
 
-    def layer_cache(self, layer: int, stream: str = "cond") -> LayerCache | None:
-        """The cached features of ``layer`` (``None`` before its first call)."""
+    def layer_cache(
+        self, layer: int, stream: str = "cond", *, copy: bool = True
+    ) -> LayerCache | None:
+        """The cached features of ``layer`` (``None`` before its first call).
+
+        By default a snapshot (cloned tensors) that later forward calls leave alone. With
+        ``copy=False`` the cache's own buffers: partial refreshes (cases B-D) write rows into them
+        in place while a full refresh (case A) replaces them, so a kept reference may or may not
+        follow later steps; read it before the next forward call.
+        """
         st = self._streams.get(stream)
-        return None if st is None else st.layers.get(layer)
+        live = None if st is None else st.layers.get(layer)
+        if live is None or not copy:
+            return live
+        return dataclasses.replace(
+            live,
+            k=live.k.clone(),
+            v=live.v.clone(),
+            a=live.a.clone(),
+            f=live.f.clone(),
+            selected=None if live.selected is None else live.selected.clone(),
+        )
 
 
 class CacheHandle:
@@ -298,12 +378,20 @@ def apply_dllm_cache(
                 "dLLM-Cache is already applied to this model; remove() the first handle"
             )
     cache = DLLMCache(config)
+    padding = cache.config.padding
+    cache.honours_padding = padding == "mask" or (
+        padding == "model" and chosen.honours_padding(model)
+    )
     handle = CacheHandle(model, cache, chosen)
     for layer, block in enumerate(chosen.blocks(model)):
         parts = chosen.parts(model, block)
         original = block.__dict__.get("forward")
         handle._restore.append((block, original))
         block.forward = _patched_forward(model, block, layer, parts, cache, chosen)
+    head_input = chosen.head_input(model)
+    if head_input is not None:
+        handle._restore.append((head_input, head_input.__dict__.get("forward")))
+        head_input.forward = _rows_only_forward(head_input, cache)
 
     def check_prompt(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         cache._check_prompt(args[0] if args else kwargs.get("input_ids"))
@@ -311,6 +399,18 @@ def apply_dllm_cache(
     handle._hook = model.register_forward_pre_hook(check_prompt, with_kwargs=True)
     cache._installed_on = model
     return handle
+
+
+def _rows_only_forward(module: nn.Module, cache: DLLMCache) -> Any:
+    """``module`` (the norm before the LM head) on the last ``cache.head_rows`` rows only."""
+    original = module.forward
+
+    def forward(x: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if cache.active and cache.head_rows:
+            x = x[:, -cache.head_rows :]
+        return original(x, *args, **kwargs)
+
+    return forward
 
 
 def _patched_forward(
@@ -327,8 +427,11 @@ def _patched_forward(
         if not cache.active:
             return original(*args, **kwargs)
         h = adapter.hidden_states(args, kwargs)
-        cos, sin = adapter.rotary(model, block, args, kwargs, h)
-        return adapter.wrap(cache._layer_forward(layer, parts, h, cos, sin))
+        return adapter.wrap(
+            cache._layer_forward(
+                layer, parts, h, lambda: adapter.rotary(model, block, args, kwargs, h)
+            )
+        )
 
     forward._dllm_cache = True  # type: ignore[attr-defined]
     return forward

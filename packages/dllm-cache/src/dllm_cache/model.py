@@ -178,6 +178,8 @@ class TinyLLaDA(PreTrainedModel):
     config_class = TinyLLaDAConfig
     base_model_prefix = "model"
     _no_split_modules = ["LLaDALlamaBlock"]  # noqa: RUF012 (transformers declares it per instance)
+    #: unlike LLaDA's remote code, TinyLLaDA hides padding keys (read by the llada adapter)
+    honours_attention_mask = True
 
     def __init__(self, config: TinyLLaDAConfig) -> None:
         super().__init__(config)

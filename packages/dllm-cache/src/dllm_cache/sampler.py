@@ -52,6 +52,47 @@ def _accepts_logits_to_keep(model: nn.Module) -> bool:
         return False
 
 
+def _vocab_size(model: nn.Module) -> int | None:
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(size, int):
+        return size
+    get = getattr(model, "get_input_embeddings", None)
+    emb = get() if callable(get) else None
+    return getattr(emb, "num_embeddings", None)
+
+
+def commit_parallel(
+    conf: Tensor,
+    masked_in_block: Tensor,
+    threshold: float | None,
+    factor: float | None,
+) -> Tensor:
+    """Fast-dLLM's confidence-aware parallel decoding: which masked positions to commit (B×R bool).
+
+    ``threshold``: every masked position of the current block whose confidence is at least
+    ``threshold``, and at least the most confident one. ``factor``: with the block's confidences
+    sorted, ``c_(1) >= c_(2) >= ...``, commit the first ``n`` where ``n`` is the first rank whose
+    ``c_(n+1) < 1 - factor / (n + 2)`` (rank 1 always passes); as in Fast-dLLM, a run that stops
+    at the last rank (or passes them all) commits every masked position of the block.
+    """
+    commit = torch.zeros_like(masked_in_block)
+    for row in range(conf.shape[0]):
+        m = int(masked_in_block[row].sum())
+        if m == 0:
+            continue
+        order = torch.topk(conf[row], m)
+        if threshold is not None:
+            n = max(1, int((order.values >= threshold).sum()))
+        else:
+            assert factor is not None
+            bars = [-1.0] + [1 - factor / (k + 1) for k in range(2, m + 1)]
+            n = next((i for i in range(m) if float(order.values[i]) < bars[i]), m - 1)
+            if n in (0, m - 1):
+                n += 1
+        commit[row, order.indices[:n]] = True
+    return commit
+
+
 def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
@@ -79,8 +120,15 @@ def generate(
     confidence_eos_eot_inf: bool = False,
     eos_token_id: int | None = None,
     eot_token_id: int | None = None,
+    return_full_sequence: bool = False,
+    shift_logits: bool | None = None,
+    threshold: float | None = None,
+    factor: float | None = None,
 ) -> Tensor:
-    """Sample ``gen_length`` tokens after each prompt row of ``input_ids`` (B×P); returns B×gen_length.
+    """Sample ``gen_length`` tokens after each prompt row of ``input_ids`` (B×P).
+
+    Returns the response only, B×gen_length, unless ``return_full_sequence=True`` (then
+    B×(P + gen_length), prompt included, as LLaDA's own ``generate`` returns).
 
     Prompts of different lengths are left-padded with ``attention_mask`` (B×P, 0 = padding), which
     the model and the cache honour. ``cache``: the ``handle.cache`` of :func:`apply_dllm_cache`
@@ -92,6 +140,16 @@ def generate(
     to −inf); ``confidence_eos_eot_inf`` gives candidates equal to ``eos_token_id`` or
     ``eot_token_id`` the lowest confidence, 0, so they are committed last. ``eos_token_id``
     defaults to ``model.config.eos_token_id``; LLaDA-8B's are 126081 (EOS) and 126348 (EoT).
+
+    ``shift_logits``: the logits at position ``i`` predict token ``i + 1`` (Dream, initialised
+    from an autoregressive model, does ``logits = cat(logits[:, :1], logits[:, :-1])``); default:
+    when ``model.config.model_type`` names Dream. :func:`~dllm_cache.dream.dream_generate` is
+    Dream's own sampler (its schedule and remasking).
+
+    Fast-dLLM's parallel decoding (its ``generate``'s names): ``threshold`` commits every masked
+    token of the current block whose confidence reaches it (at least one per step) and
+    ``factor`` uses its factor rule (:func:`commit_parallel`); a block then takes as many steps
+    as it needs (``steps`` sets only the cap of the usual schedule). Give at most one.
     """
     if (
         not isinstance(input_ids, Tensor)
@@ -121,10 +179,28 @@ def generate(
         )
     if remasking not in ("low_confidence", "random"):
         raise ValueError(f"remasking must be 'low_confidence' or 'random', got {remasking!r}")
-    if temperature < 0 or cfg_scale < 0:
-        raise ValueError(
-            f"temperature and cfg_scale must be >= 0, got {temperature} and {cfg_scale}"
-        )
+    for name, value in (("temperature", temperature), ("cfg_scale", cfg_scale)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if value == float("inf"):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+    if threshold is not None and factor is not None:
+        raise ValueError("give threshold or factor (Fast-dLLM's two rules), not both")
+    if threshold is not None and not (isinstance(threshold, (int, float)) and 0 <= threshold <= 1):
+        raise ValueError(f"threshold must be a confidence in [0, 1], got {threshold!r}")
+    if factor is not None and not (isinstance(factor, (int, float)) and factor > 0):
+        raise ValueError(f"factor must be a number > 0, got {factor!r}")
+    vocab = _vocab_size(model)
+    if isinstance(mask_id, bool) or not isinstance(mask_id, int):
+        raise ValueError(f"mask_id must be an int, got {mask_id!r}")
+    if vocab is not None and not 0 <= mask_id < vocab:
+        raise ValueError(f"mask_id={mask_id} is outside the model's vocabulary [0, {vocab})")
+    if vocab is not None and bool(((input_ids < 0) | (input_ids >= vocab)).any()):
+        raise ValueError(f"input_ids hold ids outside the model's vocabulary [0, {vocab})")
+    if shift_logits is None:
+        model_type = str(getattr(getattr(model, "config", None), "model_type", ""))
+        shift_logits = "dream" in model_type.lower()
+    shift = int(bool(shift_logits))
     if pad_token_id is None:
         pad_token_id = getattr(getattr(model, "config", None), "pad_token_id", None)
     if pad_token_id is not None and mask_id == pad_token_id:
@@ -163,19 +239,26 @@ def generate(
         raise ValueError(
             "cache is not installed on this model: pass apply_dllm_cache(model, ...).cache"
         )
+    # Dream's logits are shifted one position: the response needs the rows P-1 .. T-2.
+    rows = gen_length + shift
+    keep_kwarg = _accepts_logits_to_keep(model)
     if response_logits_only is None:
-        response_logits_only = _accepts_logits_to_keep(model)
-    extra = {"logits_to_keep": gen_length} if response_logits_only else {}
+        response_logits_only = keep_kwarg or cache is not None
+    extra = {"logits_to_keep": rows} if response_logits_only and keep_kwarg else {}
 
     def logits_of(x: Tensor) -> Tensor:
         kwargs: dict[str, Any] = dict(extra)
         if full_mask is not None:
             kwargs["attention_mask"] = full_mask.repeat(x.shape[0] // B, 1)
-        return model(x, **kwargs).logits[:, -gen_length:]
+        logits = model(x, **kwargs).logits[:, -rows:]
+        return logits[:, :gen_length] if shift else logits
 
     x = torch.cat([input_ids.long(), input_ids.new_full((B, gen_length), mask_id).long()], 1)
+    parallel = threshold is not None or factor is not None
     if cache is not None:
-        cache.reset(P, full_mask)
+        cache.reset(P, full_mask, mask_id=mask_id)
+        if response_logits_only and not keep_kwarg:
+            cache.head_rows = rows  # the adapter's head input then runs on these rows only
     try:
         step = 0
         for b in range(num_blocks):
@@ -183,7 +266,14 @@ def generate(
             counts = num_transfer_tokens(
                 (x[:, P + lo : P + hi] == mask_id).sum(1), steps // num_blocks
             )
-            for i in range(steps // num_blocks):
+            i = -1
+            while True:
+                i += 1
+                if parallel:
+                    if not bool((x[:, P + lo : P + hi] == mask_id).any()):
+                        break
+                elif i == steps // num_blocks:
+                    break
                 step += 1
                 resp = x[:, P:]
                 masked = resp == mask_id
@@ -207,16 +297,45 @@ def generate(
                 conf[:, hi:] = -torch.inf  # nothing right of the current block
                 conf = torch.where(masked, conf, -torch.inf)
                 x0 = torch.where(masked, x0, resp)
-                commit = torch.zeros_like(masked)
-                for row in range(B):
-                    n = int(counts[row, i])
-                    if n:
-                        commit[row, torch.topk(conf[row], n).indices] = True
+                if parallel:
+                    in_block = masked.clone()
+                    in_block[:, :lo] = False
+                    in_block[:, hi:] = False
+                    commit = commit_parallel(conf, in_block, threshold, factor)
+                else:
+                    commit = torch.zeros_like(masked)
+                    for row in range(B):
+                        n = int(counts[row, i])
+                        if n:
+                            commit[row, torch.topk(conf[row], n).indices] = True
                 x[:, P:] = torch.where(commit, x0, resp)
     finally:
         if cache is not None:
             cache.release()
-    return x[:, P:]
+    return x if return_full_sequence else x[:, P:]
+
+
+def llada_generate(
+    model: nn.Module,
+    prompt: Tensor,
+    steps: int = 128,
+    gen_length: int = 128,
+    block_length: int = 128,
+    temperature: float = 0.0,
+    cfg_scale: float = 0.0,
+    remasking: Remasking = "low_confidence",
+    mask_id: int = 126336,
+    **kwargs: Any,
+) -> Tensor:
+    """LLaDA's ``generate`` signature, argument order and defaults (``mask_id=126336``), returning
+    the whole sequence as it does; keyword arguments of :func:`generate` (``cache=``,
+    ``attention_mask=``, ``threshold=`` ...) pass through."""
+    kwargs.setdefault("return_full_sequence", True)
+    return generate(
+        model, prompt, kwargs.pop("attention_mask", None), mask_id=mask_id, gen_length=gen_length,
+        block_length=block_length, steps=steps, temperature=temperature, cfg_scale=cfg_scale,
+        remasking=remasking, **kwargs,
+    )  # fmt: skip
 
 
 def _guided_logits(
