@@ -206,7 +206,7 @@ class CARSLogitsProcessor:
         if isinstance(prompt, int):
             self._prompt_len, self._prompts = int(prompt), None
         else:
-            rows = prompt.tolist() if isinstance(prompt, torch.Tensor) else list(prompt)
+            rows: list[Any] = prompt.tolist() if isinstance(prompt, torch.Tensor) else list(prompt)
             if rows and not isinstance(rows[0], (list, tuple)):
                 rows = [rows]
             self._prompts = [tuple(int(t) for t in r) for r in rows]

@@ -88,10 +88,10 @@ def make_batch(
     if spec.pick:
         parts = [torch.full((batch, 1), BOS), torch.full((batch, 1), OPS["pick"])]
         for _ in range(n_shots):
-            query, answer = _pick_example(spec.digits, batch, generator)
-            parts += [*query, answer, torch.full((batch, 1), SEMI)]
-        query, answer = _pick_example(spec.digits, batch, generator)
-        return torch.cat([*parts, *query], 1), torch.cat([answer, eos], 1)
+            shown, answer = _pick_example(spec.digits, batch, generator)
+            parts += [*shown, answer, torch.full((batch, 1), SEMI)]
+        shown, answer = _pick_example(spec.digits, batch, generator)
+        return torch.cat([*parts, *shown], 1), torch.cat([answer, eos], 1)
     codes = torch.tensor([OPS[name] for name in spec.ops])
     op = codes[torch.randint(len(codes), (batch,), generator=generator)]
     parts = [torch.full((batch, 1), BOS), op[:, None]]
