@@ -1,0 +1,220 @@
+"""DuetServe's per-iteration partition optimizer.
+
+Given the decode-first mixed batch an iteration would run, keep it aggregated (one stream, all SMs)
+when the roofline says it meets the TBT SLO. Otherwise split it: enumerate decode partitions ``n_d`` in
+steps of the SM granularity (a TPC, or what the masking backend grants), drop those whose predicted
+decode step exceeds the SLO, give the rest of the SMs to the prefill chunks, and pick the look-ahead
+``k`` (decode steps overlapping one prefill pass) and ``n_d`` that maximise throughput over the overlap
+window::
+
+    window(n_d, k) = max(k t_d(n_d), t_p(N - n_d))
+    score(n_d, k)  = (k |D| + sum q_prefill) / window          # tokens per second (inferred objective)
+    subject to       t_d(n_d) + (window - k t_d(n_d)) <= T_TBT  # no decode gap past the SLO
+
+For a fixed ``n_d`` the score rises in ``k`` up to ``r = t_p / t_d`` and falls after, so the best ``k``
+is ``floor(r)`` or ``ceil(r)`` (capped at ``max_lookahead``): two candidates per ``n_d``, all
+vectorised. If no candidate is feasible the fallback keeps the batch aggregated with the prefill chunk
+cut to the largest size that meets the SLO (at least ``min_prefill_tokens``, so prefills progress).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import numpy as np
+
+from duetserve.roofline import BatchStats, RooflineModel, Seq, features
+
+Mode = Literal["aggregated", "spatial"]
+Reason = Literal["no_overlap", "fits", "spatial", "fallback"]
+# score(k, n_decodes, prefill_tokens, t_decode, t_prefill) -> score, all arrays broadcast together.
+Objective = Callable[[np.ndarray, int, int, np.ndarray, np.ndarray], np.ndarray]
+
+
+def overlap_throughput(
+    k: np.ndarray, n_decodes: int, prefill_tokens: int, t_decode: np.ndarray, t_prefill: np.ndarray
+) -> np.ndarray:
+    """Tokens per second over the overlap window (the default objective; its form is inferred)."""
+    return (k * n_decodes + prefill_tokens) / np.maximum(k * t_decode, t_prefill)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionPlan:
+    """What one iteration runs. Aggregated: one stream on all SMs (``n_sm_decode == n_sm_prefill ==
+    n_sm``), ``lookahead == 1``; ``prefill_token_cap`` (fallback only) cuts the prefill chunks. Spatial:
+    ``lookahead`` decode steps on ``n_sm_decode`` SMs overlap one prefill pass on ``n_sm_prefill``.
+    ``predicted`` holds the roofline's seconds (``t_mix``, ``t_decode``, ``t_prefill``, ``window``) and
+    the objective's ``score``."""
+
+    mode: Mode
+    n_sm_decode: int
+    n_sm_prefill: int
+    lookahead: int
+    reason: Reason
+    predicted: dict[str, float]
+    prefill_token_cap: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+class PartitionOptimizer:
+    """Choose aggregated or spatial execution, the SM split and the look-ahead for one iteration.
+
+    ``granularity_sm`` (default: the profile's, one TPC) is the enumeration step; it must be a multiple
+    of the TPC size and at least the backend's minimum partition. ``max_lookahead`` caps ``k`` (each
+    decode then needs up to ``k`` KV slots ahead); ``lookahead`` fixes ``k`` instead of optimising it.
+    ``objective`` replaces the inferred throughput objective (see :func:`overlap_throughput`).
+    """
+
+    def __init__(
+        self,
+        model: RooflineModel,
+        tbt_slo_s: float,
+        granularity_sm: int | None = None,
+        *,
+        max_lookahead: int = 8,
+        lookahead: int | None = None,
+        min_prefill_tokens: int = 16,
+        objective: Objective = overlap_throughput,
+    ) -> None:
+        hw = model.hw
+        if not (isinstance(tbt_slo_s, (int, float)) and math.isfinite(tbt_slo_s) and tbt_slo_s > 0):
+            raise ValueError(f"tbt_slo_s must be a finite number of seconds > 0, got {tbt_slo_s!r}")
+        g = hw.granularity_sm if granularity_sm is None else granularity_sm
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g <= 0:
+            raise ValueError(f"granularity_sm must be a positive integer, got {granularity_sm!r}")
+        if g % hw.sms_per_tpc:
+            raise ValueError(
+                f"granularity_sm={g} is not a multiple of the TPC size ({hw.sms_per_tpc} SMs on "
+                f"{hw.name}); the granted granularity is {hw.granularity_sm} SMs"
+            )
+        if hw.min_partition_sm is not None and g < hw.min_partition_sm:
+            raise ValueError(
+                f"granularity_sm={g} is below {hw.name}'s minimum partition of "
+                f"{hw.min_partition_sm} SMs; the granted granularity is {hw.granularity_sm} SMs"
+            )
+        if 2 * g > hw.n_sm:
+            raise ValueError(
+                f"granularity_sm={g} leaves no room for two partitions of {hw.n_sm} SMs"
+            )
+        if max_lookahead < 1:
+            raise ValueError(f"max_lookahead must be >= 1, got {max_lookahead}")
+        if lookahead is not None and not 1 <= lookahead <= max_lookahead:
+            raise ValueError(
+                f"lookahead must lie in [1, max_lookahead={max_lookahead}], got {lookahead}"
+            )
+        if min_prefill_tokens < 0:
+            raise ValueError(f"min_prefill_tokens must be >= 0, got {min_prefill_tokens}")
+        self.model = model
+        self.tbt_slo_s = float(tbt_slo_s)
+        self.granularity_sm = int(g)
+        self.max_lookahead = int(max_lookahead)
+        self.lookahead = lookahead
+        self.min_prefill_tokens = int(min_prefill_tokens)
+        self.objective = objective
+        # Decode partitions: every multiple of the granularity leaving at least one step for prefill.
+        self.candidates = np.arange(g, hw.n_sm - g + 1, g, dtype=np.int64)
+        # Reciprocal curves at [all SMs, decode candidates..., prefill remainders...]: one lookup.
+        grid = np.concatenate([[hw.n_sm], self.candidates, hw.n_sm - self.candidates])
+        self._inv_flops, self._inv_bw = model.inverse_curves(grid)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionOptimizer({self.model!r}, tbt_slo_s={self.tbt_slo_s}, "
+            f"granularity_sm={self.granularity_sm}, max_lookahead={self.max_lookahead})"
+        )
+
+    def plan(self, decodes: Sequence[Seq] | BatchStats, prefills: Sequence[Seq]) -> PartitionPlan:
+        """The plan for an iteration whose decode-first mixed batch is ``decodes + prefills``
+        (``decodes`` may be given as their :class:`BatchStats`)."""
+        d_stats = decodes if isinstance(decodes, BatchStats) else BatchStats.of(decodes)
+        p_stats = BatchStats.of(prefills)
+        if d_stats.prefill_seqs or p_stats.decode_seqs:
+            raise ValueError("decodes must have new_tokens == 1 and prefill chunks new_tokens > 1")
+        n_sm = self.model.hw.n_sm
+        t_mix, t_d, t_p = self._table(d_stats, p_stats)
+        predicted = {"t_mix": t_mix}
+        if not d_stats.decode_seqs or not p_stats.prefill_seqs:
+            return PartitionPlan("aggregated", n_sm, n_sm, 1, "no_overlap", predicted)
+        if t_mix <= self.tbt_slo_s:
+            return PartitionPlan("aggregated", n_sm, n_sm, 1, "fits", predicted)
+        best = self._best_split(d_stats, p_stats, t_d, t_p)
+        if best is not None:
+            n_d, k, t_d, t_p, score = best
+            window = max(k * t_d, t_p)
+            predicted.update(t_decode=t_d, t_prefill=t_p, window=window, score=score)
+            return PartitionPlan("spatial", n_d, n_sm - n_d, k, "spatial", predicted)
+        cap, t_capped = self._fallback_cap(d_stats, prefills)
+        predicted.update(t_capped=t_capped)
+        return PartitionPlan("aggregated", n_sm, n_sm, 1, "fallback", predicted, cap)
+
+    # ---- the steps ----------------------------------------------------------------------------
+    def _table(
+        self, d_stats: BatchStats, p_stats: BatchStats
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        """t_mix on all SMs, t_d on every candidate ``n_d``, t_p on every remainder ``N - n_d``."""
+        rows = np.stack([features(d_stats + p_stats), features(d_stats), features(p_stats)])
+        c = self.candidates.size
+        lat = self.model.latency_rows(rows, self._inv_flops, self._inv_bw)
+        return float(lat[0, 0]), lat[1, 1 : c + 1], lat[2, c + 1 :]
+
+    def _best_split(
+        self, d_stats: BatchStats, p_stats: BatchStats, t_d: np.ndarray, t_p: np.ndarray
+    ) -> tuple[int, int, float, float, float] | None:
+        n_d = self.candidates
+        if self.lookahead is not None:
+            ks = np.full((1, n_d.size), float(self.lookahead))
+        else:
+            ratio = t_p / t_d
+            ks = np.clip(np.stack([np.floor(ratio), np.ceil(ratio)]), 1, self.max_lookahead)
+        window = np.maximum(ks * t_d, t_p)
+        gap = t_d + (window - ks * t_d)  # the longest wait between two tokens of one decode
+        ok = (t_d <= self.tbt_slo_s) & (gap <= self.tbt_slo_s)
+        if not ok.any():
+            return None
+        score = self.objective(ks, d_stats.decode_seqs, p_stats.prefill_tokens, t_d, t_p)
+        score = np.where(ok, score, -np.inf)
+        row, col = np.unravel_index(int(np.argmax(score)), score.shape)
+        return (
+            int(n_d[col]),
+            int(ks[row, col]),
+            float(t_d[col]),
+            float(t_p[col]),
+            float(score[row, col]),
+        )
+
+    def _fallback_cap(self, d_stats: BatchStats, prefills: Sequence[Seq]) -> tuple[int, float]:
+        """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch meets the SLO."""
+        total = sum(p.new_tokens for p in prefills)
+
+        def t_at(cap: int) -> float:
+            return self.model.iteration_latency(
+                d_stats + BatchStats.of(cap_prefills(prefills, cap))
+            )
+
+        lo, hi = 0, total  # invariant: t_at(lo) meets the SLO or lo == 0; t_at(hi) misses it
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if t_at(mid) <= self.tbt_slo_s:
+                lo = mid
+            else:
+                hi = mid
+        cap = min(max(lo, self.min_prefill_tokens), total)
+        return cap, t_at(cap)
+
+
+def cap_prefills(prefills: Sequence[Seq], cap: int) -> list[Seq]:
+    """Cut prefill chunks first-come-first-served to ``cap`` new tokens in total (empty chunks go)."""
+    out: list[Seq] = []
+    left = cap
+    for p in prefills:
+        if left <= 0:
+            break
+        q = min(p.new_tokens, left)
+        out.append(Seq(p.context, q))
+        left -= q
+    return out
