@@ -29,7 +29,9 @@ import numpy as np
 from duetserve.roofline import BatchStats, RooflineModel, Seq, features
 
 Mode = Literal["aggregated", "spatial"]
-Reason = Literal["no_overlap", "fits", "spatial", "fallback"]
+# Why a plan is what it is: nothing to overlap, the mixed batch meets the SLO, the optimizer's split,
+# the fallback, or a fixed split chosen outside the optimizer (the simulator's static baseline).
+Reason = Literal["no_overlap", "fits", "spatial", "fallback", "static"]
 # score(k, n_decodes, prefill_tokens, t_decode, t_prefill) -> score, all arrays broadcast together.
 Objective = Callable[[np.ndarray, int, int, np.ndarray, np.ndarray], np.ndarray]
 
@@ -132,13 +134,15 @@ class PartitionOptimizer:
         """The plan for an iteration whose decode-first mixed batch is ``decodes + prefills``
         (``decodes`` may be given as their :class:`BatchStats`)."""
         d_stats = decodes if isinstance(decodes, BatchStats) else BatchStats.of(decodes)
-        p_stats = BatchStats.of(prefills)
-        if d_stats.prefill_seqs or p_stats.decode_seqs:
-            raise ValueError("decodes must have new_tokens == 1 and prefill chunks new_tokens > 1")
+        p_stats = BatchStats.of(prefills)  # a one-token chunk is priced like a decode: it is one
+        if d_stats.prefill_seqs:
+            raise ValueError(
+                f"decodes must all have new_tokens == 1; {d_stats.prefill_seqs} have more"
+            )
         n_sm = self.model.hw.n_sm
         t_mix, t_d, t_p = self._table(d_stats, p_stats)
         predicted = {"t_mix": t_mix}
-        if not d_stats.decode_seqs or not p_stats.prefill_seqs:
+        if not d_stats.decode_seqs or not prefills:
             return PartitionPlan("aggregated", n_sm, n_sm, 1, "no_overlap", predicted)
         if t_mix <= self.tbt_slo_s:
             return PartitionPlan("aggregated", n_sm, n_sm, 1, "fits", predicted)

@@ -221,10 +221,11 @@ class _Engine:
         n_d = self.static_decode_sm
         k = 1
         if batch.decodes and batch.prefills:
+            # A static split runs its decode stream freely beside the prefill: as many steps as fit.
             t_d = self.model.iteration_latency(batch.decode_seqs(), n_d)
             t_p = self.model.iteration_latency(batch.prefill_seqs(), self.n_sm - n_d)
-            k = int(min(max(math.ceil(t_p / t_d), 1), self.scheduler.optimizer.max_lookahead))
-        return batch, PartitionPlan("spatial", n_d, self.n_sm - n_d, k, "spatial", {})
+            k = max(math.ceil(t_p / t_d), 1)
+        return batch, PartitionPlan("spatial", n_d, self.n_sm - n_d, k, "static", {})
 
     def _kv_free(self, running: Sequence[_State]) -> float:
         cap = self.scheduler.kv_capacity_tokens
@@ -281,16 +282,19 @@ class _Engine:
         k = plan.lookahead
         steps: list[float] = []
         if batch.decodes:
-            d = BatchStats.of(batch.decode_seqs())
-            for j in range(k):  # each step reads one more KV row per decode
-                dj = dataclasses.replace(d, decode_kv=d.decode_kv + j * d.decode_seqs)
-                steps.append(self.model.iteration_latency(dj, plan.n_sm_decode))
+            kv0 = float(sum(r.context + 1 for r in batch.decodes))
+            lat = decode_latencies(self.model, plan.n_sm_decode, len(batch.decodes), kv0, k)
+            steps = lat.tolist()
         t_p = 0.0
         if batch.prefills:
             t_p = self.model.iteration_latency(batch.prefill_seqs(), plan.n_sm_prefill)
+        # DuetServe's window defers stop checks to its end (tokens past a stop are wasted); a static
+        # split's free-running decode stream checks every step.
+        deferred = plan.reason != "static"
         for r in batch.decodes:
             useful = min(k, r.request.output_len - r.generated)
-            rec.decode_tokens(r, start + steps[0], steps[1:useful], k - useful)  # type: ignore[arg-type]
+            wasted = k - useful if deferred else 0
+            rec.decode_tokens(r, start + steps[0], steps[1:useful], wasted)  # type: ignore[arg-type]
         self._prefill_done(batch, start + t_p)
         return start + max(sum(steps), t_p)
 
@@ -349,6 +353,17 @@ def simulate(
 MAX_BULK_STEPS = 4096
 
 
+def decode_latencies(model: RooflineModel, n_sm: int, n: int, kv0: float, steps: int) -> np.ndarray:
+    """Seconds of ``steps`` consecutive decode-only iterations of ``n`` decodes on ``n_sm`` SMs whose
+    KV lengths sum to ``kv0`` at the first: each step reads one more KV row per decode."""
+    rows = np.zeros((steps, len(FEATURES)))
+    rows[:, 0] = 1.0
+    rows[:, 1] = rows[:, 3] = rows[:, 7] = n  # tokens, decodes, sequences
+    rows[:, 2] = kv0 + n * np.arange(steps)
+    inv_flops, inv_bw = model.inverse_curves(n_sm)
+    return model.latency_rows(rows, inv_flops, inv_bw)[:, 0]
+
+
 def decode_steps(
     model: RooflineModel,
     n_sm: int,
@@ -363,12 +378,7 @@ def decode_steps(
     n = len(decodes)
     most = min(min(r.request.output_len - r.generated for r in decodes), MAX_BULK_STEPS)
     kv0 = float(sum(r.context + 1 for r in decodes))
-    rows = np.zeros((most, len(FEATURES)))
-    rows[:, 0] = 1.0
-    rows[:, 1] = rows[:, 3] = rows[:, 7] = n  # tokens, decodes, sequences
-    rows[:, 2] = kv0 + n * np.arange(most)
-    inv_flops, inv_bw = model.inverse_curves(n_sm)
-    lat = model.latency_rows(rows, inv_flops, inv_bw)[:, 0]
+    lat = decode_latencies(model, n_sm, n, kv0, most)
     ends = start + np.cumsum(lat)
     steps = min(int(np.searchsorted(ends, stop_at, side="left")) + 1, most)
     for r in decodes:
@@ -398,8 +408,16 @@ def _disaggregated(
     prefill_sched = DuetScheduler(
         sched.optimizer, sched.token_budget, max_num_seqs=sched.max_num_seqs
     )
-    engine = _Engine("aggregated", model, prefill_sched, rec, 0)
-    t_prefill_end = engine.run(trace, max_time)  # first tokens at the prefill GPU
+    prefill_rec = _Recorder(len(trace), keep_plans=False)
+    engine = _Engine("aggregated", model, prefill_sched, prefill_rec, 0)
+    # The prefill GPU's requests end with their first token.
+    t_prefill_end = engine.run([dataclasses.replace(r, output_len=1) for r in trace], max_time)
+    rec.ttft = prefill_rec.ttft
+    rec.iterations = prefill_rec.iterations
+    rec.generated = prefill_rec.generated
+    for r in trace:
+        if r.output_len == 1:
+            rec.finish[r.id] = prefill_rec.finish[r.id]
     ready = []
     for r in trace:
         ttft = rec.ttft[r.id]
