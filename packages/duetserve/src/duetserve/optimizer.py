@@ -8,13 +8,16 @@ decode step exceeds the SLO, give the rest of the SMs to the prefill chunks, and
 window::
 
     window(n_d, k) = max(k t_d(n_d), t_p(N - n_d))
-    score(n_d, k)  = (k |D| + sum q_prefill) / window          # tokens per second (inferred objective)
-    subject to       t_d(n_d) + (window - k t_d(n_d)) <= T_TBT  # no decode gap past the SLO
+    score(n_d, k)  = (k |D| + sum q_prefill) / window     # tokens per second (inferred objective)
+    subject to       t_d(n_d) <= T_TBT,  k <= max_lookahead,
+                     k t_d(n_d) >= t_p(N - n_d)            # the decodes never stall on the prefill
 
-For a fixed ``n_d`` the score rises in ``k`` up to ``r = t_p / t_d`` and falls after, so the best ``k``
-is ``floor(r)`` or ``ceil(r)`` (capped at ``max_lookahead``): two candidates per ``n_d``, all
-vectorised. If no candidate is feasible the fallback keeps the batch aggregated with the prefill chunk
-cut to the largest size that meets the SLO (at least ``min_prefill_tokens``, so prefills progress).
+For a fixed ``n_d`` the score falls in ``k`` once ``k t_d >= t_p``, so the best ``k`` is
+``ceil(t_p / t_d)`` (the spec's form): one candidate per ``n_d``, all vectorised. Letting the decode
+partition idle while the prefill finishes (``k < t_p / t_d``) would raise the score but put the idle
+time into the next token's gap, which the SLO is about. If no candidate is feasible the fallback keeps
+the batch aggregated with the prefill chunk cut to the largest size that meets the SLO (at least
+``min_prefill_tokens``, so prefills progress).
 """
 
 from __future__ import annotations
@@ -171,25 +174,15 @@ class PartitionOptimizer:
     ) -> tuple[int, int, float, float, float] | None:
         n_d = self.candidates
         if self.lookahead is not None:
-            ks = np.full((1, n_d.size), float(self.lookahead))
+            ks = np.full(n_d.size, float(self.lookahead))
         else:
-            ratio = t_p / t_d
-            ks = np.clip(np.stack([np.floor(ratio), np.ceil(ratio)]), 1, self.max_lookahead)
-        window = np.maximum(ks * t_d, t_p)
-        gap = t_d + (window - ks * t_d)  # the longest wait between two tokens of one decode
-        ok = (t_d <= self.tbt_slo_s) & (gap <= self.tbt_slo_s)
+            ks = np.maximum(np.ceil(t_p / t_d), 1.0)
+        ok = (t_d <= self.tbt_slo_s) & (ks <= self.max_lookahead) & (ks * t_d >= t_p)
         if not ok.any():
             return None
         score = self.objective(ks, d_stats.decode_seqs, p_stats.prefill_tokens, t_d, t_p)
-        score = np.where(ok, score, -np.inf)
-        row, col = np.unravel_index(int(np.argmax(score)), score.shape)
-        return (
-            int(n_d[col]),
-            int(ks[row, col]),
-            float(t_d[col]),
-            float(t_p[col]),
-            float(score[row, col]),
-        )
+        col = int(np.argmax(np.where(ok, score, -np.inf)))
+        return int(n_d[col]), int(ks[col]), float(t_d[col]), float(t_p[col]), float(score[col])
 
     def _fallback_cap(self, d_stats: BatchStats, prefills: Sequence[Seq]) -> tuple[int, float]:
         """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch meets the SLO."""
