@@ -92,7 +92,7 @@ def test_an_impossible_slo_takes_the_fallback(qwen8b):
     # A tight but feasible-by-chunking SLO: the cap is the largest chunk that meets it.
     slo = qwen8b.iteration_latency(decodes + [Seq(0, 1000)]) + 1e-9
     opt = PartitionOptimizer(qwen8b, slo, lookahead=1)
-    cap = opt._fallback_cap(*_stats(decodes), [Seq(0, 4096)])[0]
+    cap = opt.prefill_cap(*_stats(decodes), [Seq(0, 4096)])[0]
     assert cap == 1000
 
 

@@ -155,7 +155,7 @@ class PartitionOptimizer:
             window = max(k * t_d, t_p)
             predicted.update(t_decode=t_d, t_prefill=t_p, window=window, score=score)
             return PartitionPlan("spatial", n_d, n_sm - n_d, k, "spatial", predicted)
-        cap, t_capped = self._fallback_cap(d_stats, prefills)
+        cap, t_capped = self.prefill_cap(d_stats, prefills)
         predicted.update(t_capped=t_capped)
         return PartitionPlan("aggregated", n_sm, n_sm, 1, "fallback", predicted, cap)
 
@@ -184,8 +184,9 @@ class PartitionOptimizer:
         col = int(np.argmax(np.where(ok, score, -np.inf)))
         return int(n_d[col]), int(ks[col]), float(t_d[col]), float(t_p[col]), float(score[col])
 
-    def _fallback_cap(self, d_stats: BatchStats, prefills: Sequence[Seq]) -> tuple[int, float]:
-        """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch meets the SLO."""
+    def prefill_cap(self, d_stats: BatchStats, prefills: Sequence[Seq]) -> tuple[int, float]:
+        """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch with the
+        decodes ``d_stats`` meets the SLO (at least ``min_prefill_tokens``), and its prediction."""
         total = sum(p.new_tokens for p in prefills)
 
         def t_at(cap: int) -> float:
