@@ -186,23 +186,38 @@ class PartitionOptimizer:
 
     def prefill_cap(self, d_stats: BatchStats, prefills: Sequence[Seq]) -> tuple[int, float]:
         """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch with the
-        decodes ``d_stats`` meets the SLO (at least ``min_prefill_tokens``), and its prediction."""
-        total = sum(p.new_tokens for p in prefills)
+        decodes ``d_stats`` meets the SLO (at least ``min_prefill_tokens``), and its prediction.
 
-        def t_at(cap: int) -> float:
-            return self.model.iteration_latency(
-                d_stats + BatchStats.of(cap_prefills(prefills, cap))
-            )
+        The features are piecewise linear in the cap, so a batch of caps is priced with one matrix
+        product: a coarse grid brackets the answer, then every integer in the bracket is priced."""
+        ctx = np.array([p.context for p in prefills], dtype=np.float64)
+        q = np.array([p.new_tokens for p in prefills], dtype=np.float64)
+        start = np.concatenate([[0.0], np.cumsum(q)[:-1]])
+        base = features(d_stats)
+        total = int(q.sum())
 
-        lo, hi = 0, total  # invariant: t_at(lo) meets the SLO or lo == 0; t_at(hi) misses it
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if t_at(mid) <= self.tbt_slo_s:
-                lo = mid
-            else:
-                hi = mid
-        cap = min(max(lo, self.min_prefill_tokens), total)
-        return cap, t_at(cap)
+        def latency(caps: np.ndarray) -> np.ndarray:
+            taken = np.clip(caps[:, None] - start[None, :], 0.0, q[None, :])  # (caps, chunks)
+            on = taken > 0
+            rows = np.tile(base, (caps.size, 1))
+            rows[:, 1] += caps  # tokens
+            rows[:, 0] = rows[:, 1] > 0
+            rows[:, 4] += (taken * (ctx + (taken + 1) / 2)).sum(axis=1)  # prefill_qc
+            rows[:, 5] += caps  # prefill_tokens
+            rows[:, 6] += ((ctx + taken) * on).sum(axis=1)  # prefill_kv
+            rows[:, 7] += on.sum(axis=1)  # sequences
+            return self.model.latency_rows(rows, self._inv_flops[:1], self._inv_bw[:1])[:, 0]
+
+        step = max(1, -(-total // 256))
+        grid = np.unique(np.append(np.arange(0, total + 1, step), total)).astype(np.float64)
+        ok = np.flatnonzero(latency(grid) <= self.tbt_slo_s)
+        best = 0
+        if ok.size:
+            lo = int(grid[ok[-1]])
+            fine = np.arange(lo, min(lo + step, total + 1), dtype=np.float64)
+            best = int(fine[np.flatnonzero(latency(fine) <= self.tbt_slo_s)[-1]])
+        cap = min(max(best, self.min_prefill_tokens), total)
+        return cap, float(latency(np.array([float(cap)]))[0])
 
 
 def cap_prefills(prefills: Sequence[Seq], cap: int) -> list[Seq]:

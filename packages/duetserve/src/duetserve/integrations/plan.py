@@ -58,8 +58,14 @@ def plan_step(
             prefills.append(Seq(r.num_computed_tokens, r.num_prompt_tokens - r.num_computed_tokens))
     left = token_budget - decode_tokens
     chunks: list[Seq] = []
-    for p in [*prefills, *(Seq(r.num_computed_tokens, r.num_prompt_tokens - r.num_computed_tokens)
-                           for r in waiting if r.num_prompt_tokens > r.num_computed_tokens)]:
+    for p in [
+        *prefills,
+        *(
+            Seq(r.num_computed_tokens, r.num_prompt_tokens - r.num_computed_tokens)
+            for r in waiting
+            if r.num_prompt_tokens > r.num_computed_tokens
+        ),
+    ]:
         if left <= 0:
             break
         q = min(p.new_tokens, left)

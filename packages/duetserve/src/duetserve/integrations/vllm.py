@@ -41,7 +41,10 @@ from duetserve.optimizer import PartitionOptimizer
 from duetserve.roofline import RooflineModel
 from duetserve.shapes import ModelShape
 
-TESTED_VLLM = ((0, 32), (0, 33))  # [lowest, highest] minor series the scheduler hooks were checked on
+TESTED_VLLM = (
+    (0, 32),
+    (0, 33),
+)  # [lowest, highest] minor series the scheduler hooks were checked on
 ALLOW_UNTESTED = "DUETSERVE_ALLOW_UNTESTED_VLLM"
 
 
