@@ -90,7 +90,7 @@ def test_an_impossible_slo_takes_the_fallback(qwen8b):
     assert (plan.mode, plan.reason) == ("aggregated", "fallback")
     assert plan.prefill_token_cap == 16  # nothing meets 0.1 ms: prefills still progress
     # A tight but feasible-by-chunking SLO: the cap is the largest chunk that meets it.
-    slo = qwen8b.iteration_latency(decodes + [Seq(0, 1000)]) + 1e-9
+    slo = qwen8b.iteration_latency([*decodes, Seq(0, 1000)]) + 1e-9
     opt = PartitionOptimizer(qwen8b, slo, lookahead=1)
     cap = opt.prefill_cap(*_stats(decodes), [Seq(0, 4096)])[0]
     assert cap == 1000

@@ -13,7 +13,7 @@ def test_flashinfer_alignment_rules():
     assert sm_constraint(7, 5) == (2, 2)
     assert sm_constraint(8, 0) == (4, 2)
     assert sm_constraint(9, 0) == sm_constraint(10, 0) == (8, 8)
-    with pytest.raises(ValueError, match="compute capability >= 6.0"):
+    with pytest.raises(ValueError, match=r"compute capability >= 6\.0"):
         sm_constraint(5, 2)
 
 
@@ -37,7 +37,7 @@ def test_cpu_build_raises_with_the_remedy():
         pytest.skip("a CUDA device is present")
     ok, why = green_contexts_available()
     assert not ok and why
-    with pytest.raises(RuntimeError, match="green contexts are unavailable.*pip install torch"):
+    with pytest.raises(RuntimeError, match=r"green contexts are unavailable.*pip install torch"):
         SMPartitioner()
 
 

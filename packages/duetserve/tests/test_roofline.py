@@ -5,7 +5,7 @@ from duetserve import BatchStats, HardwareProfile, ModelShape, RooflineModel, Se
 
 def test_a_single_gemm_is_the_closed_form(tiny_model):
     # The QKV projection of N tokens: one (N x d) @ (d x (h + 2 h_kv) d_h) GEMM per layer.
-    s, hw = tiny_model.shape, tiny_model.hw
+    s = tiny_model.shape
     n_tok, n_sm = 37, 6
     out = (s.n_heads + 2 * s.n_kv_heads) * s.d_head
     flops = 2 * n_tok * s.d_model * out * s.n_layers
@@ -58,7 +58,7 @@ def test_monotone_in_sms_tokens_and_context(qwen8b):
         curve = qwen8b.latency_curve(batch, n)
         assert np.all(np.diff(curve) <= 1e-15)
         more_ctx = [Seq(x.context + 100, x.new_tokens) for x in batch]
-        more_tok = batch + [Seq(10, 1)]
+        more_tok = [*batch, Seq(10, 1)]
         base = qwen8b.iteration_latency(batch)
         assert qwen8b.iteration_latency(more_ctx) >= base
         assert qwen8b.iteration_latency(more_tok) >= base

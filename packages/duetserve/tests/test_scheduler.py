@@ -21,7 +21,7 @@ def test_decode_first_then_continuing_then_waiting_under_the_budget(qwen8b):
         r.prefilled, r.generated = r.request.prompt_len, 1
     half = RequestState(Request(9, 0.0, 80, 5), prefilled=30)
     waiting = [RequestState(Request(10, 0.0, 70, 5)), RequestState(Request(11, 0.0, 5, 5))]
-    batch, plan = sched.step(waiting, decoding + [half])
+    batch, plan = sched.step(waiting, [*decoding, half])
     assert batch.decodes == decoding
     assert [(r.request.id, q) for r, q in batch.prefills] == [(9, 50), (10, 48)]
     assert batch.admitted == [waiting[0]]

@@ -3,7 +3,6 @@
 import dataclasses
 
 import pytest
-
 from duetserve import PartitionOptimizer, Seq
 from duetserve.integrations.plan import plan_step
 

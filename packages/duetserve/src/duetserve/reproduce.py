@@ -79,9 +79,9 @@ class _Runner:
         kw = self._optimizer(rm, kw, seed)
         res = slo_rate(
             unit_trace(workload, self.n, seed),
-            policy,
+            policy,  # type: ignore[arg-type]
             rm,
-            SLO,  # type: ignore[arg-type]
+            SLO,
             bisections=self.bisections,
             max_rate=self.max_rate,
             **kw,
@@ -377,15 +377,15 @@ def _figures(
 
     fig, ax = subplots(figsize=(5, 3.5))
     for policy in ("aggregated", "duet"):
-        pts = sorted(
+        found = sorted(
             (row["bw_saturation"], row["slo_rate"], row["slo_rate_se"])
             for row in rows
             if row["model"] == "Qwen3-8B"
             and row["workload"] == "mooncake"
             and row["policy"] == policy
         )
-        if pts:
-            x, y, e = zip(*pts, strict=True)
+        if found:
+            x, y, e = zip(*found, strict=True)
             ax.errorbar(
                 x,
                 y,
@@ -405,10 +405,10 @@ def _figures(
     for key, pts in curves.items():
         if not key.startswith("rate-Qwen3-8B-0.35-mooncake-"):
             continue
-        pts = sorted(pts, key=lambda p: p["rate"])
+        ordered = sorted(pts, key=lambda p: p["rate"])
         ax.plot(
-            [p["rate"] for p in pts],
-            [p["p99_tbt_ms"] for p in pts],
+            [p["rate"] for p in ordered],
+            [p["p99_tbt_ms"] for p in ordered],
             marker=".",
             label=key.removeprefix("rate-Qwen3-8B-0.35-mooncake-"),
         )

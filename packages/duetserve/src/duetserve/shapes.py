@@ -103,9 +103,12 @@ class ModelShape:
         ``head_dim`` defaults to ``hidden_size // num_attention_heads`` and ``num_key_value_heads`` to
         ``num_attention_heads`` as in transformers; a multimodal config's ``text_config`` is used.
         """
-        get = (
-            config.get if isinstance(config, Mapping) else (lambda k, d=None: getattr(config, k, d))
-        )
+
+        def get(key: str, default: Any = None) -> Any:
+            if isinstance(config, Mapping):
+                return config.get(key, default)
+            return getattr(config, key, default)
+
         text = get("text_config", None)
         if text is not None:
             return cls.from_hf_config(text, tp=tp, **kwargs)

@@ -96,7 +96,7 @@ class DuetScheduler(_VllmScheduler):
         self._duet_step = 0
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
-        budget = self.max_num_scheduled_tokens
+        budget = int(self.max_num_scheduled_tokens)  # type: ignore[has-type]
         step = plan_step(self.running, self.waiting, budget, self.duet_optimizer)
         self.max_num_scheduled_tokens = min(step.token_budget, budget)
         try:
