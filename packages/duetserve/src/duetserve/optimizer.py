@@ -126,6 +126,12 @@ class PartitionOptimizer:
         # Reciprocal curves at [all SMs, decode candidates..., prefill remainders...]: one lookup.
         grid = np.concatenate([[hw.n_sm], self.candidates, hw.n_sm - self.candidates])
         self._inv_flops, self._inv_bw = model.inverse_curves(grid)
+        c = self.candidates.size
+        self._inv_d = (self._inv_flops[1 : c + 1], self._inv_bw[1 : c + 1])
+        self._inv_p = (self._inv_flops[c + 1 :], self._inv_bw[c + 1 :])
+        # FLOPs rows then bytes rows: one product prices both parts of a batch.
+        self._costs = np.vstack(model.cost_matrices())
+        self._n_ops = model.cost_matrices()[0].shape[0]
 
     def __repr__(self) -> str:
         return (
@@ -163,11 +169,36 @@ class PartitionOptimizer:
     def _table(
         self, d_stats: BatchStats, p_stats: BatchStats
     ) -> tuple[float, np.ndarray, np.ndarray]:
-        """t_mix on all SMs, t_d on every candidate ``n_d``, t_p on every remainder ``N - n_d``."""
-        rows = np.stack([features(d_stats + p_stats), features(d_stats), features(p_stats)])
-        c = self.candidates.size
-        lat = self.model.latency_rows(rows, self._inv_flops, self._inv_bw)
-        return float(lat[0, 0]), lat[1, 1 : c + 1], lat[2, c + 1 :]
+        """t_mix on all SMs, t_d on every candidate ``n_d``, t_p on every remainder ``N - n_d``.
+
+        The hot path of every iteration: one matrix product for both parts' FLOPs and bytes, then
+        the roofline max per operator and SM count (see :meth:`RooflineModel.latency_rows`)."""
+        fd, fp = features(d_stats), features(p_stats)
+        costs = self._costs @ np.stack([fd, fp], axis=1)  # (2 ops, 2): FLOPs rows, then bytes
+        n = self._n_ops
+        flops, nbytes = costs[:n], costs[n:]
+        model = self.model
+        fixed_d, fixed_p = model.fixed_seconds(d_stats), model.fixed_seconds(p_stats)
+        mix = np.maximum(
+            (flops[:, 0] + flops[:, 1]) * self._inv_flops[0],
+            (nbytes[:, 0] + nbytes[:, 1]) * self._inv_bw[0],
+        ).sum()
+        t_mix = float(mix) + model.fixed_seconds(d_stats + p_stats)
+        t_d = (
+            np.maximum(
+                np.multiply.outer(flops[:, 0], self._inv_d[0]),
+                np.multiply.outer(nbytes[:, 0], self._inv_d[1]),
+            ).sum(axis=0)
+            + fixed_d
+        )
+        t_p = (
+            np.maximum(
+                np.multiply.outer(flops[:, 1], self._inv_p[0]),
+                np.multiply.outer(nbytes[:, 1], self._inv_p[1]),
+            ).sum(axis=0)
+            + fixed_p
+        )
+        return t_mix, t_d, t_p
 
     def _best_split(
         self, d_stats: BatchStats, p_stats: BatchStats, t_d: np.ndarray, t_p: np.ndarray
@@ -176,7 +207,7 @@ class PartitionOptimizer:
         if self.lookahead is not None:
             ks = np.full(n_d.size, float(self.lookahead))
         else:
-            ks = np.maximum(np.ceil(t_p / t_d), 1.0)
+            ks = np.ceil(t_p / t_d)  # >= 1: a prefill pass takes time
         ok = (t_d <= self.tbt_slo_s) & (ks <= self.max_lookahead) & (ks * t_d >= t_p)
         if not ok.any():
             return None

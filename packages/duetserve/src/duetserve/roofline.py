@@ -148,6 +148,11 @@ class RooflineModel:
         return f"RooflineModel({self.shape.name}, tp={self.shape.tp}, {self.hw.name})"
 
     # ---- the operator table -----------------------------------------------------------------
+    def cost_matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """The FLOPs and bytes of each operator (rows, :data:`OPS`) as linear maps of a batch's
+        :func:`features` (columns, :data:`FEATURES`); all layers."""
+        return self._flops_matrix, self._bytes_matrix
+
     def op_costs(self, stats: BatchStats) -> tuple[np.ndarray, np.ndarray]:
         """FLOPs and bytes of each operator group in :data:`OPS`, summed over all layers."""
         f = features(stats)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,18 +98,24 @@ class DuetScheduler(_VllmScheduler):
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         budget = int(self.max_num_scheduled_tokens)  # type: ignore[has-type]
+        t0 = time.perf_counter()
         step = plan_step(self.running, self.waiting, budget, self.duet_optimizer)
+        t1 = time.perf_counter()
         self.max_num_scheduled_tokens = min(step.token_budget, budget)
         try:
             output = super().schedule(*args, **kwargs)
         finally:
             self.max_num_scheduled_tokens = budget
+        t2 = time.perf_counter()
         self._duet_step += 1
         record = {
             "step": self._duet_step,
             **step.record,
             "scheduled_tokens": int(output.total_num_scheduled_tokens),
             "default_budget": budget,
+            # what DuetServe adds to a step, and vLLM's own schedule() of that step
+            "plan_s": t1 - t0,
+            "vllm_schedule_s": t2 - t1,
         }
         self.duet_plans.append(record)
         if self._plan_log is not None:
