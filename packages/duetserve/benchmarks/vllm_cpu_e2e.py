@@ -120,8 +120,9 @@ def write_model(folder: Path, layers: int = 2) -> None:
 def auto_slo(model: Path) -> float:
     from duetserve import HardwareProfile, ModelShape, RooflineModel, Seq
 
-    shape = ModelShape.from_hf_config(json.loads((model / "config.json").read_text()), bytes_w=4,
-                                      bytes_act=4, bytes_kv=4)
+    shape = ModelShape.from_hf_config(
+        json.loads((model / "config.json").read_text()), bytes_w=4, bytes_act=4, bytes_kv=4
+    )
     roof = RooflineModel(shape, HardwareProfile.h100_sxm_spec())
     decodes = [Seq(100)] * 8
     return (roof.iteration_latency(decodes) + roof.iteration_latency([*decodes, Seq(0, 248)])) / 2

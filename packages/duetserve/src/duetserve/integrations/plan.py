@@ -13,6 +13,7 @@ would have done.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -89,3 +90,23 @@ def plan_step(
         "spatial_lookahead": plan.lookahead if plan.mode == "spatial" else None,
     }
     return StepPlan(budget, record)
+
+
+TESTED_VLLM = (
+    (0, 32),
+    (0, 33),
+)  # [lowest, highest] minor series the scheduler hooks were checked on
+ALLOW_UNTESTED = "DUETSERVE_ALLOW_UNTESTED_VLLM"
+
+
+def check_vllm_version(version: str) -> None:
+    """Raise ``RuntimeError`` outside the tested vLLM range unless DUETSERVE_ALLOW_UNTESTED_VLLM=1."""
+    parts = tuple(int(p) for p in version.split("+")[0].split(".")[:2] if p.isdigit())
+    lo, hi = TESTED_VLLM
+    if lo <= parts <= hi or os.environ.get(ALLOW_UNTESTED) == "1":
+        return
+    raise RuntimeError(
+        f"duetserve's vLLM scheduler hooks were tested on vLLM {lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}.x, "
+        f"found {version}: the private Scheduler interface changes between releases. Install a "
+        f"tested vLLM, or set {ALLOW_UNTESTED}=1 to try anyway"
+    )

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -37,30 +36,10 @@ except ImportError as error:  # pragma: no cover - exercised where vLLM is absen
     ) from error
 
 from duetserve.hardware import HardwareProfile
-from duetserve.integrations.plan import plan_step
+from duetserve.integrations.plan import check_vllm_version, plan_step
 from duetserve.optimizer import PartitionOptimizer
 from duetserve.roofline import RooflineModel
 from duetserve.shapes import ModelShape
-
-TESTED_VLLM = (
-    (0, 32),
-    (0, 33),
-)  # [lowest, highest] minor series the scheduler hooks were checked on
-ALLOW_UNTESTED = "DUETSERVE_ALLOW_UNTESTED_VLLM"
-
-
-def check_vllm_version(version: str) -> None:
-    """Raise ``RuntimeError`` outside the tested vLLM range unless DUETSERVE_ALLOW_UNTESTED_VLLM=1."""
-    parts = tuple(int(p) for p in version.split("+")[0].split(".")[:2] if p.isdigit())
-    lo, hi = TESTED_VLLM
-    if lo <= parts <= hi or os.environ.get(ALLOW_UNTESTED) == "1":
-        return
-    raise RuntimeError(
-        f"duetserve's vLLM scheduler hooks were tested on vLLM {lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}.x, "
-        f"found {version}: the private Scheduler interface changes between releases. Install a "
-        f"tested vLLM, or set {ALLOW_UNTESTED}=1 to try anyway"
-    )
-
 
 check_vllm_version(vllm.__version__)
 
