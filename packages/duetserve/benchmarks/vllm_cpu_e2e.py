@@ -124,8 +124,8 @@ def auto_slo(model: Path) -> float:
         json.loads((model / "config.json").read_text()), bytes_w=4, bytes_act=4, bytes_kv=4
     )
     roof = RooflineModel(shape, HardwareProfile.h100_sxm_spec())
-    decodes = [Seq(100)] * 8
-    return (roof.iteration_latency(decodes) + roof.iteration_latency([*decodes, Seq(0, 248)])) / 2
+    # One decode beside a 32-token chunk: any step mixing decodes with a longer chunk gets capped.
+    return roof.iteration_latency([Seq(100), Seq(0, 32)])
 
 
 def free_port() -> int:
@@ -296,8 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tbt-slo-s",
         type=float,
         default=None,
-        help="the DuetServe SLO (default: halfway between the H100 roofline's time for 8 decodes "
-        "and for 8 decodes beside a 248-token chunk of this model, so the cap acts)",
+        help="the DuetServe SLO (default: the H100 roofline's time for one decode beside a "
+        "32-token chunk of this model, so the cap acts on every longer mixed step)",
     )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
