@@ -220,7 +220,8 @@ class PartitionOptimizer:
         decodes ``d_stats`` meets the SLO (at least ``min_prefill_tokens``), and its prediction.
 
         The features are piecewise linear in the cap, so a batch of caps is priced with one matrix
-        product: a coarse grid brackets the answer, then every integer in the bracket is priced."""
+        product: a grid of about sqrt(total) caps brackets the answer, then every integer in the bracket
+        is priced."""
         ctx = np.array([p.context for p in prefills], dtype=np.float64)
         q = np.array([p.new_tokens for p in prefills], dtype=np.float64)
         start = np.concatenate([[0.0], np.cumsum(q)[:-1]])
@@ -239,7 +240,7 @@ class PartitionOptimizer:
             rows[:, 7] += on.sum(axis=1)  # sequences
             return self.model.latency_rows(rows, self._inv_flops[:1], self._inv_bw[:1])[:, 0]
 
-        step = max(1, -(-total // 256))
+        step = max(1, math.isqrt(total))  # two passes of about sqrt(total) caps each
         grid = np.unique(np.append(np.arange(0, total + 1, step), total)).astype(np.float64)
         ok = np.flatnonzero(latency(grid) <= self.tbt_slo_s)
         best = 0

@@ -75,8 +75,11 @@ def plan_step(
     plan = optimizer.plan(BatchStats.of(decodes), chunks)
     predicted_tokens = sum(c.new_tokens for c in chunks)
     budget, cap = token_budget, None
-    if plan.mode == "spatial" or plan.reason == "fallback":
+    if plan.reason == "fallback":
+        cap = plan.prefill_token_cap
+    elif plan.mode == "spatial":  # not executable here: the chunk cap in its place
         cap, _ = optimizer.prefill_cap(BatchStats.of(decodes), chunks)
+    if cap is not None:
         budget = max(decode_tokens + cap, 1)
     record = {
         "mode": plan.mode,
