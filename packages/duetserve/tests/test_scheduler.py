@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 from duetserve import (
     DuetScheduler,
@@ -53,19 +55,40 @@ def test_fallback_cap_shortens_chunks(qwen8b):
     assert len(batch.admitted) == 1  # the second request got no tokens: not admitted
 
 
-def test_lookahead_is_reduced_with_a_warning_when_kv_headroom_is_short(qwen8b):
+def _window_gaps(model, plan, batch):
+    """Every token gap of a spatial window by the roofline: k - 1 decode steps inside it, and the
+    gap into the next iteration, which includes any stall waiting on the prefill pass."""
+    t_d = model.iteration_latency(batch.decode_seqs(), plan.n_sm_decode)
+    t_p = model.iteration_latency(batch.prefill_seqs(), plan.n_sm_prefill)
+    k = plan.lookahead
+    return [t_d] * (k - 1) + [t_d + max(t_p - k * t_d, 0.0)]
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_lookahead_reduction_replans_so_every_gap_meets_the_slo(qwen8b, slots):
     running = states(*[(2000, 500)] * 64)
     for r in running:
         r.prefilled, r.generated = 2000, 1
-    waiting = states((8000, 10))
     sched = DuetScheduler(PartitionOptimizer(qwen8b, 0.05), token_budget=8192)
-    _, free = sched.step(waiting, running, kv_free_tokens=1e9)
-    assert free.mode == "spatial" and free.lookahead > 2
-    tight = 8010 + 64  # the new request's reservation, then one look-ahead slot per decode
-    with pytest.warns(LookaheadReducedWarning, match="look-ahead reduced to 2"):
-        _, plan = sched.step(states((8000, 10)), running, kv_free_tokens=tight)
-    assert plan.lookahead == 2
+    _, free = sched.step(states((8000, 10)), running, kv_free_tokens=1e9)
+    assert free.mode == "spatial" and free.lookahead > 1 + slots
+    tight = 8010 + 64 * slots  # the new request's reservation, then look-ahead slots per decode
+    with pytest.warns(LookaheadReducedWarning, match=f"look-ahead at most {1 + slots}"):
+        batch, plan = sched.step(states((8000, 10)), running, kv_free_tokens=tight)
     assert sched.lookahead_reductions == 1
+    assert plan.lookahead <= 1 + slots
+    if plan.mode == "spatial":  # re-chosen split: k t_d >= t_p, so no stall
+        gaps = _window_gaps(qwen8b, plan, batch)
+    else:  # no split fits that k: the fallback's capped mixed batch
+        assert plan.reason == "fallback" and batch.num_tokens <= 64 + plan.prefill_token_cap
+        gaps = [qwen8b.iteration_latency(batch.decode_seqs() + batch.prefill_seqs(), 132)]
+    assert max(gaps) <= 0.05 + 1e-12
+    # The old behaviour (k lowered, split and window kept) stalls past the SLO.
+    stale = dataclasses.replace(free, lookahead=1 + slots)
+    full, _ = DuetScheduler(PartitionOptimizer(qwen8b, 0.05), 8192).step(
+        states((8000, 10)), running, kv_free_tokens=1e9
+    )
+    assert max(_window_gaps(qwen8b, stale, full)) > 0.05
 
 
 @pytest.mark.parametrize("budget", [0, -5, 1.5, True])

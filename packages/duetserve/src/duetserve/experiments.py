@@ -135,10 +135,15 @@ class RandomSplitOptimizer(PartitionOptimizer):
         self._rng = np.random.default_rng(seed)
 
     def _best_split(
-        self, d_stats: BatchStats, p_stats: BatchStats, t_d: np.ndarray, t_p: np.ndarray
+        self,
+        d_stats: BatchStats,
+        p_stats: BatchStats,
+        t_d: np.ndarray,
+        t_p: np.ndarray,
+        max_lookahead: int,
     ) -> tuple[int, int, float, float, float] | None:
         ks = np.maximum(np.ceil(t_p / t_d), 1.0)
-        ok = np.flatnonzero((t_d <= self.tbt_slo_s) & (ks <= self.max_lookahead))
+        ok = np.flatnonzero((t_d <= self.tbt_slo_s) & (ks <= max_lookahead))
         if ok.size == 0:
             return None
         col = int(self._rng.choice(ok))

@@ -87,7 +87,12 @@ class PartitionOptimizer:
         objective: Objective = overlap_throughput,
     ) -> None:
         hw = model.hw
-        if not (isinstance(tbt_slo_s, (int, float)) and math.isfinite(tbt_slo_s) and tbt_slo_s > 0):
+        if not (
+            isinstance(tbt_slo_s, (int, float, np.floating, np.integer))
+            and not isinstance(tbt_slo_s, bool)
+            and math.isfinite(tbt_slo_s)
+            and tbt_slo_s > 0
+        ):
             raise ValueError(f"tbt_slo_s must be a finite number of seconds > 0, got {tbt_slo_s!r}")
         g = hw.granularity_sm if granularity_sm is None else granularity_sm
         if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g <= 0:
@@ -106,9 +111,9 @@ class PartitionOptimizer:
             raise ValueError(
                 f"granularity_sm={g} leaves no room for two partitions of {hw.n_sm} SMs"
             )
-        if max_lookahead < 1:
-            raise ValueError(f"max_lookahead must be >= 1, got {max_lookahead}")
-        if lookahead is not None and not 1 <= lookahead <= max_lookahead:
+        if _not_int(max_lookahead) or max_lookahead < 1:
+            raise ValueError(f"max_lookahead must be an integer >= 1, got {max_lookahead!r}")
+        if lookahead is not None and (_not_int(lookahead) or not 1 <= lookahead <= max_lookahead):
             raise ValueError(
                 f"lookahead must lie in [1, max_lookahead={max_lookahead}], got {lookahead}"
             )
@@ -139,9 +144,21 @@ class PartitionOptimizer:
             f"granularity_sm={self.granularity_sm}, max_lookahead={self.max_lookahead})"
         )
 
-    def plan(self, decodes: Sequence[Seq] | BatchStats, prefills: Sequence[Seq]) -> PartitionPlan:
+    def plan(
+        self,
+        decodes: Sequence[Seq] | BatchStats,
+        prefills: Sequence[Seq],
+        *,
+        max_lookahead: int | None = None,
+    ) -> PartitionPlan:
         """The plan for an iteration whose decode-first mixed batch is ``decodes + prefills``
-        (``decodes`` may be given as their :class:`BatchStats`)."""
+        (``decodes`` may be given as their :class:`BatchStats`). ``max_lookahead`` lowers the
+        optimizer's cap on ``k`` for this call (the scheduler's re-plan when the KV cache cannot
+        hold the look-ahead slots): the split is re-chosen under it, so ``k t_d >= t_p`` still
+        holds, or the fallback's chunk cap is used."""
+        k_cap = self.max_lookahead if max_lookahead is None else min(max_lookahead, self.max_lookahead)
+        if _not_int(k_cap) or k_cap < 1:
+            raise ValueError(f"max_lookahead must be an integer >= 1, got {max_lookahead!r}")
         d_stats = decodes if isinstance(decodes, BatchStats) else BatchStats.of(decodes)
         p_stats = BatchStats.of(prefills)  # a one-token chunk is priced like a decode: it is one
         if d_stats.prefill_seqs:
@@ -155,7 +172,7 @@ class PartitionOptimizer:
             return PartitionPlan("aggregated", n_sm, n_sm, 1, "no_overlap", predicted)
         if t_mix <= self.tbt_slo_s:
             return PartitionPlan("aggregated", n_sm, n_sm, 1, "fits", predicted)
-        best = self._best_split(d_stats, p_stats, t_d, t_p)
+        best = self._best_split(d_stats, p_stats, t_d, t_p, int(k_cap))
         if best is not None:
             n_d, k, t_d, t_p, score = best
             window = max(k * t_d, t_p)
@@ -201,14 +218,19 @@ class PartitionOptimizer:
         return t_mix, t_d, t_p
 
     def _best_split(
-        self, d_stats: BatchStats, p_stats: BatchStats, t_d: np.ndarray, t_p: np.ndarray
+        self,
+        d_stats: BatchStats,
+        p_stats: BatchStats,
+        t_d: np.ndarray,
+        t_p: np.ndarray,
+        max_lookahead: int,
     ) -> tuple[int, int, float, float, float] | None:
         n_d = self.candidates
-        if self.lookahead is not None:
+        if self.lookahead is not None and self.lookahead <= max_lookahead:
             ks = np.full(n_d.size, float(self.lookahead))
         else:
             ks = np.ceil(t_p / t_d)  # >= 1: a prefill pass takes time
-        ok = (t_d <= self.tbt_slo_s) & (ks <= self.max_lookahead) & (ks * t_d >= t_p)
+        ok = (t_d <= self.tbt_slo_s) & (ks <= max_lookahead) & (ks * t_d >= t_p)
         if not ok.any():
             return None
         score = self.objective(ks, d_stats.decode_seqs, p_stats.prefill_tokens, t_d, t_p)
@@ -250,6 +272,10 @@ class PartitionOptimizer:
             best = int(fine[np.flatnonzero(latency(fine) <= self.tbt_slo_s)[-1]])
         cap = min(max(best, self.min_prefill_tokens), total)
         return cap, float(latency(np.array([float(cap)]))[0])
+
+
+def _not_int(x: object) -> bool:
+    return isinstance(x, bool) or not isinstance(x, (int, np.integer))
 
 
 def cap_prefills(prefills: Sequence[Seq], cap: int) -> list[Seq]:

@@ -147,24 +147,29 @@ class DuetScheduler:
             batch = _cap_batch(batch, plan.prefill_token_cap)
         if plan.mode == "spatial" and plan.lookahead > 1:
             left = kv_free_tokens - sum(r.kv_reserved for r in batch.admitted)
-            plan = self._fit_lookahead(plan, len(batch.decodes), left)
+            fits = 1 + int(max(left, 0) // max(len(batch.decodes), 1))
+            if fits < plan.lookahead:
+                self._warn_reduced(plan.lookahead, fits, len(batch.decodes), left)
+                # Re-plan under the smaller k: lowering k alone would keep a split whose prefill
+                # pass outlasts k decode steps, and the stall lands in the next token's gap.
+                plan = self.optimizer.plan(
+                    batch.decode_seqs(), batch.prefill_seqs(), max_lookahead=fits
+                )
+                if plan.prefill_token_cap is not None:
+                    batch = _cap_batch(batch, plan.prefill_token_cap)
         return batch, plan
 
-    def _fit_lookahead(self, plan: PartitionPlan, n_decodes: int, kv_free: float) -> PartitionPlan:
+    def _warn_reduced(self, k: int, fits: int, n_decodes: int, kv_free: float) -> None:
         # Reservations cover each request's own output; a window overrunning a stop needs up to
         # k - 1 more slots per decode, which must come from the unreserved cache.
-        fits = 1 + int(max(kv_free, 0) // max(n_decodes, 1))
-        if fits >= plan.lookahead:
-            return plan
         self.lookahead_reductions += 1
         warnings.warn(
             f"KV headroom for {n_decodes} decodes holds {max(int(kv_free), 0)} slots, not the "
-            f"{(plan.lookahead - 1) * n_decodes} a look-ahead of {plan.lookahead} needs; "
-            f"look-ahead reduced to {fits}",
+            f"{(k - 1) * n_decodes} a look-ahead of {k} needs; re-planned with look-ahead at "
+            f"most {fits}",
             LookaheadReducedWarning,
             stacklevel=3,
         )
-        return dataclasses.replace(plan, lookahead=fits)
 
 
 def _cap_batch(batch: Batch, cap: int) -> Batch:
