@@ -68,3 +68,8 @@ def test_bad_layout_is_refused():
 def test_granularity_is_the_backend_minimum_when_larger():
     assert HardwareProfile.h100_sxm_spec().granularity_sm == 2
     assert HardwareProfile.h100_sxm_spec(min_partition_sm=8).granularity_sm == 8
+
+
+def test_from_measurements_refuses_a_last_point_below_n_sm():
+    with pytest.raises(ValueError, match="last measured SM count must be n_sm=8"):
+        HardwareProfile.from_measurements([(2, 1.0, 2.0), (4, 2.0, 2.0)], n_sm=8)

@@ -2,7 +2,14 @@ import math
 
 import numpy as np
 import pytest
-from duetserve import HardwareProfile, ModelShape, PartitionOptimizer, RooflineModel, Seq
+from duetserve import (
+    BatchStats,
+    HardwareProfile,
+    ModelShape,
+    PartitionOptimizer,
+    RooflineModel,
+    Seq,
+)
 
 
 def brute_force(model, slo, decodes, prefills, g=2, k_max=8):
@@ -145,3 +152,39 @@ def test_bad_lookahead_and_mixed_up_batches(qwen8b):
         PartitionOptimizer(qwen8b, 0.05, lookahead=9)
     with pytest.raises(ValueError, match="decodes must all have new_tokens == 1"):
         PartitionOptimizer(qwen8b, 0.05).plan([Seq(0, 10)], [Seq(0, 10)])
+
+
+def test_prefill_cap_prices_a_one_token_chunk_as_the_batch_does(qwen8b):
+    from duetserve.optimizer import cap_prefills
+
+    opt = PartitionOptimizer(qwen8b, 0.05, min_prefill_tokens=0)
+    d = BatchStats.of([Seq(3000)] * 128)
+    prefills = [Seq(0, 40), Seq(500, 1), Seq(100, 3000)]  # caps 41 and 42 leave a one-token chunk
+    for cap in (41, 42):
+        chunks = cap_prefills(prefills, cap)
+        assert any(c.new_tokens == 1 for c in chunks)
+        want = qwen8b.iteration_latency([Seq(3000)] * 128 + chunks)
+        opt.tbt_slo_s = want + 1e-12  # the cap search stops exactly at this cap
+        got_cap, got = opt.prefill_cap(d, prefills)
+        assert got_cap == cap
+        assert got == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"max_lookahead": 2.5}, {"max_lookahead": True}, {"lookahead": 1.5}],
+)
+def test_non_integer_lookahead_is_refused(qwen8b, kw):
+    with pytest.raises(ValueError, match="lookahead"):
+        PartitionOptimizer(qwen8b, 0.05, **kw)
+
+
+def test_numpy_float_slo_is_accepted(qwen8b):
+    assert PartitionOptimizer(qwen8b, np.float32(0.05)).tbt_slo_s == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="tbt_slo_s"):
+        PartitionOptimizer(qwen8b, np.float32("nan"))
+
+
+def test_plan_max_lookahead_must_be_a_positive_integer(qwen8b):
+    with pytest.raises(ValueError, match="max_lookahead"):
+        PartitionOptimizer(qwen8b, 0.05).plan([Seq(10)], [Seq(0, 100)], max_lookahead=0)

@@ -110,3 +110,10 @@ def test_bad_inputs(qwen8b):
     hw = HardwareProfile.h100_sxm_spec(link_bw=0.0)
     with pytest.raises(ValueError, match="link_bw"):
         RooflineModel(ModelShape.qwen3_8b(tp=2), hw)
+
+
+@pytest.mark.parametrize("bad", [{"context": 2.5}, {"context": float("nan")}, {"new_tokens": 1.5}])
+def test_seq_refuses_non_integer_counts(bad):
+    with pytest.raises(ValueError, match="integer"):
+        Seq(**{"context": 3, "new_tokens": 1, **bad})
+    assert Seq(np.int64(3), np.int32(2)).new_tokens == 2

@@ -76,3 +76,9 @@ def test_bad_shapes_are_refused(kwargs, match):
 def test_incomplete_config_is_refused():
     with pytest.raises(ValueError, match="lacks"):
         ModelShape.from_hf_config({"hidden_size": 8})
+
+
+def test_from_hf_config_refuses_a_fractional_head_dim():
+    cfg = {**QWEN3_8B_CONFIG, "head_dim": 128.5}
+    with pytest.raises(ValueError, match="head_dim"):
+        ModelShape.from_hf_config(cfg)

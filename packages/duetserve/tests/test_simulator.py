@@ -104,3 +104,8 @@ def test_bad_policy_and_traces(qwen8b):
         simulate([Request(0, 1.0, 5, 1), Request(1, 0.5, 5, 1)], "duet", qwen8b)
     with pytest.raises(ValueError, match="static_decode_fraction"):
         simulate([Request(0, 0.0, 1, 1)], "static_spatial", qwen8b, static_decode_fraction=1.0)
+
+
+def test_an_empty_run_reports_nan_throughput_not_inf(tiny_model):
+    r = simulate([], "aggregated", tiny_model)
+    assert math.isnan(r.throughput_tokens) and math.isnan(r.request_throughput)

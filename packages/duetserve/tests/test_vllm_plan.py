@@ -66,10 +66,12 @@ def test_the_vllm_module_says_what_to_install_when_vllm_is_absent():
 def test_vllm_versions_outside_the_tested_range_are_refused(monkeypatch):
     from duetserve.integrations.plan import check_vllm_version
 
-    check_vllm_version("0.32.0")
-    check_vllm_version("0.33.1+cpu")
     monkeypatch.delenv("DUETSERVE_ALLOW_UNTESTED_VLLM", raising=False)
-    with pytest.raises(RuntimeError, match=r"tested on vLLM 0\.32-0\.33\.x, found 0\.30\.1"):
+    check_vllm_version("0.32.0")
+    check_vllm_version("0.32.4+cpu")
+    with pytest.raises(RuntimeError, match=r"tested on vLLM 0\.32-0\.32\.x, found 0\.30\.1"):
         check_vllm_version("0.30.1")
+    with pytest.raises(RuntimeError, match=r"found 0\.33\.1\+cpu"):  # only 0.32 was tested
+        check_vllm_version("0.33.1+cpu")
     monkeypatch.setenv("DUETSERVE_ALLOW_UNTESTED_VLLM", "1")
     check_vllm_version("0.40.0")

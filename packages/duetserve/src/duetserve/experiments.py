@@ -43,6 +43,20 @@ def build_model(model: str, bw_saturation: float = 0.35, hardware: str = "H100")
     return RooflineModel(MODELS[model](), presets[hardware](bw_saturation=bw_saturation))
 
 
+def optimistic_model(model: RooflineModel, factor: float) -> RooflineModel:
+    """``model`` on a GPU ``factor`` times faster (FLOP/s and bandwidth): a planner that
+    under-predicts every iteration by ``1 - 1/factor``, for the model-error control."""
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"factor must be a finite number > 0, got {factor!r}")
+    hw = model.hw
+    fast = dataclasses.replace(
+        hw,
+        flops=tuple(f * factor for f in hw.flops),
+        bandwidth=tuple(b * factor for b in hw.bandwidth),
+    )
+    return RooflineModel(model.shape, fast)
+
+
 def unit_trace(workload: str, n: int, seed: int) -> list[Request]:
     """``n`` requests of ``workload`` at one request per second (rescale with :func:`scale_rate`)."""
     if workload in ("mooncake", "conversation", "code"):

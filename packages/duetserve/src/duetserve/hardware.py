@@ -247,6 +247,11 @@ class HardwareProfile:
             counts, flops, bw = (list(c) for c in zip(*rows, strict=True))
         if any(float(c) != int(c) for c in counts):
             raise ValueError(f"measured SM counts must be integers, got {list(counts)}")
+        if int(counts[-1]) != n_sm:
+            # Beyond the last point the curves would be held flat: a silent extrapolation.
+            raise ValueError(
+                f"the last measured SM count must be n_sm={n_sm} (all SMs), got {int(counts[-1])}"
+            )
         return cls(
             name=name,
             n_sm=n_sm,

@@ -252,14 +252,18 @@ class PartitionOptimizer:
 
         def latency(caps: np.ndarray) -> np.ndarray:
             taken = np.clip(caps[:, None] - start[None, :], 0.0, q[None, :])  # (caps, chunks)
-            on = taken > 0
+            # A one-token chunk is priced as a decode, as BatchStats.of does.
+            one = taken == 1
+            multi = taken > 1
             rows = np.tile(base, (caps.size, 1))
             rows[:, 1] += caps  # tokens
             rows[:, 0] = rows[:, 1] > 0
-            rows[:, 4] += (taken * (ctx + (taken + 1) / 2)).sum(axis=1)  # prefill_qc
-            rows[:, 5] += caps  # prefill_tokens
-            rows[:, 6] += ((ctx + taken) * on).sum(axis=1)  # prefill_kv
-            rows[:, 7] += on.sum(axis=1)  # sequences
+            rows[:, 2] += ((ctx + 1) * one).sum(axis=1)  # decode_kv
+            rows[:, 3] += one.sum(axis=1)  # decode_seqs
+            rows[:, 4] += (taken * (ctx + (taken + 1) / 2) * multi).sum(axis=1)  # prefill_qc
+            rows[:, 5] += (taken * multi).sum(axis=1)  # prefill_tokens
+            rows[:, 6] += ((ctx + taken) * multi).sum(axis=1)  # prefill_kv
+            rows[:, 7] += (one | multi).sum(axis=1)  # sequences
             return self.model.latency_rows(rows, self._inv_flops[:1], self._inv_bw[:1])[:, 0]
 
         step = max(1, math.isqrt(total))  # two passes of about sqrt(total) caps each

@@ -38,10 +38,17 @@ class Seq:
     new_tokens: int = 1
 
     def __post_init__(self) -> None:
-        if self.context < 0 or self.new_tokens < 1:
+        c, q = self.context, self.new_tokens
+        if (
+            type(c) is not int  # the common case first: plain ints, checked cheaply
+            and (isinstance(c, bool) or not isinstance(c, np.integer))
+        ) or (type(q) is not int and (isinstance(q, bool) or not isinstance(q, np.integer))):
             raise ValueError(
-                f"a Seq needs context >= 0 and new_tokens >= 1, got context={self.context}, "
-                f"new_tokens={self.new_tokens}"
+                f"a Seq needs integer context and new_tokens, got context={c!r}, new_tokens={q!r}"
+            )
+        if c < 0 or q < 1:
+            raise ValueError(
+                f"a Seq needs context >= 0 and new_tokens >= 1, got context={c}, new_tokens={q}"
             )
 
 

@@ -125,6 +125,8 @@ class ModelShape:
         n_heads = int(get("num_attention_heads"))
         d_model = int(get("hidden_size"))
         d_head = get("head_dim", None) or d_model // n_heads
+        if float(d_head) != int(d_head):
+            raise ValueError(f"head_dim must be an integer, got {d_head!r}")
         return cls(
             n_layers=int(get("num_hidden_layers")),
             d_model=d_model,

@@ -71,15 +71,14 @@ class SimResult:
 
     @property
     def throughput_tokens(self) -> float:
-        """Useful output tokens per second per GPU over the makespan."""
-        return (
-            self.generated_tokens / self.makespan / self.n_gpus if self.makespan > 0 else math.inf
-        )
+        """Useful output tokens per second per GPU over the makespan (NaN when no time passed:
+        an empty run measured nothing)."""
+        return _per_second(self.generated_tokens, self.makespan, self.n_gpus)
 
     @property
     def request_throughput(self) -> float:
         """Finished requests per second per GPU over the makespan."""
-        return self.finished / self.makespan / self.n_gpus if self.makespan > 0 else math.inf
+        return _per_second(self.finished, self.makespan, self.n_gpus)
 
     def tbt_quantile(self, q: float) -> float:
         return weighted_quantile(self.tbt, self.tbt_weight, q)
@@ -106,6 +105,12 @@ class SimResult:
             "wasted_fraction": self.wasted_tokens / max(self.generated_tokens, 1),
             "unfinished": self.unfinished,
         }
+
+
+def _per_second(count: int, seconds: float, n_gpus: int) -> float:
+    if seconds > 0:
+        return count / seconds / n_gpus
+    return math.inf if count > 0 else math.nan  # inf: work done in no time (an infinitely fast GPU)
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:

@@ -97,7 +97,7 @@ def plan_step(
 
 TESTED_VLLM = (
     (0, 32),
-    (0, 33),
+    (0, 32),
 )  # [lowest, highest] minor series the scheduler hooks were checked on
 ALLOW_UNTESTED = "DUETSERVE_ALLOW_UNTESTED_VLLM"
 
