@@ -156,7 +156,9 @@ class PartitionOptimizer:
         optimizer's cap on ``k`` for this call (the scheduler's re-plan when the KV cache cannot
         hold the look-ahead slots): the split is re-chosen under it, so ``k t_d >= t_p`` still
         holds, or the fallback's chunk cap is used."""
-        k_cap = self.max_lookahead if max_lookahead is None else min(max_lookahead, self.max_lookahead)
+        k_cap = (
+            self.max_lookahead if max_lookahead is None else min(max_lookahead, self.max_lookahead)
+        )
         if _not_int(k_cap) or k_cap < 1:
             raise ValueError(f"max_lookahead must be an integer >= 1, got {max_lookahead!r}")
         d_stats = decodes if isinstance(decodes, BatchStats) else BatchStats.of(decodes)
@@ -174,9 +176,8 @@ class PartitionOptimizer:
             return PartitionPlan("aggregated", n_sm, n_sm, 1, "fits", predicted)
         best = self._best_split(d_stats, p_stats, t_d, t_p, int(k_cap))
         if best is not None:
-            n_d, k, t_d, t_p, score = best
-            window = max(k * t_d, t_p)
-            predicted.update(t_decode=t_d, t_prefill=t_p, window=window, score=score)
+            n_d, k, td, tp, score = best
+            predicted.update(t_decode=td, t_prefill=tp, window=max(k * td, tp), score=score)
             return PartitionPlan("spatial", n_d, n_sm - n_d, k, "spatial", predicted)
         cap, t_capped = self.prefill_cap(d_stats, prefills)
         predicted.update(t_capped=t_capped)
