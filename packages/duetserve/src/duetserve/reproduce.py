@@ -263,7 +263,7 @@ def run(args: ReproduceArgs) -> Report:
     return report
 
 
-NO_SPATIAL = {"ablation": "no_spatial", "variant": "no-spatial"}
+NO_SPATIAL: dict[str, Any] = {"ablation": "no_spatial", "variant": "no-spatial"}
 SPATIAL_OFF = "duet without spatial"
 
 
