@@ -1,0 +1,296 @@
+"""DuetServe's per-iteration partition optimizer.
+
+Given the decode-first mixed batch an iteration would run, keep it aggregated (one stream, all SMs)
+when the roofline says it meets the TBT SLO. Otherwise split it: enumerate decode partitions ``n_d`` in
+steps of the SM granularity (a TPC, or what the masking backend grants), drop those whose predicted
+decode step exceeds the SLO, give the rest of the SMs to the prefill chunks, and pick the look-ahead
+``k`` (decode steps overlapping one prefill pass) and ``n_d`` that maximise throughput over the overlap
+window::
+
+    window(n_d, k) = max(k t_d(n_d), t_p(N - n_d))
+    score(n_d, k)  = (k |D| + sum q_prefill) / window     # tokens per second (inferred objective)
+    subject to       t_d(n_d) <= T_TBT,  k <= max_lookahead,
+                     k t_d(n_d) >= t_p(N - n_d)            # the decodes never stall on the prefill
+
+For a fixed ``n_d`` the score falls in ``k`` once ``k t_d >= t_p``, so the best ``k`` is
+``ceil(t_p / t_d)`` (the spec's form): one candidate per ``n_d``, all vectorised. Letting the decode
+partition idle while the prefill finishes (``k < t_p / t_d``) would raise the score but put the idle
+time into the next token's gap, which the SLO is about. If no candidate is feasible the fallback keeps
+the batch aggregated with the prefill chunk cut to the largest size that meets the SLO (at least
+``min_prefill_tokens``, so prefills progress).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import numpy as np
+
+from duetserve.roofline import BatchStats, RooflineModel, Seq, features
+
+Mode = Literal["aggregated", "spatial"]
+# Why a plan is what it is: nothing to overlap, the mixed batch meets the SLO, the optimizer's split,
+# the fallback, or a fixed split chosen outside the optimizer (the simulator's static baseline).
+Reason = Literal["no_overlap", "fits", "spatial", "fallback", "static"]
+# score(k, n_decodes, prefill_tokens, t_decode, t_prefill) -> score, all arrays broadcast together.
+Objective = Callable[[np.ndarray, int, int, np.ndarray, np.ndarray], np.ndarray]
+
+
+def overlap_throughput(
+    k: np.ndarray, n_decodes: int, prefill_tokens: int, t_decode: np.ndarray, t_prefill: np.ndarray
+) -> np.ndarray:
+    """Tokens per second over the overlap window (the default objective; its form is inferred)."""
+    return (k * n_decodes + prefill_tokens) / np.maximum(k * t_decode, t_prefill)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionPlan:
+    """What one iteration runs. Aggregated: one stream on all SMs (``n_sm_decode == n_sm_prefill ==
+    n_sm``), ``lookahead == 1``; ``prefill_token_cap`` (fallback only) cuts the prefill chunks. Spatial:
+    ``lookahead`` decode steps on ``n_sm_decode`` SMs overlap one prefill pass on ``n_sm_prefill``.
+    ``predicted`` holds the roofline's seconds (``t_mix``, ``t_decode``, ``t_prefill``, ``window``) and
+    the objective's ``score``."""
+
+    mode: Mode
+    n_sm_decode: int
+    n_sm_prefill: int
+    lookahead: int
+    reason: Reason
+    predicted: dict[str, float]
+    prefill_token_cap: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+class PartitionOptimizer:
+    """Choose aggregated or spatial execution, the SM split and the look-ahead for one iteration.
+
+    ``granularity_sm`` (default: the profile's, one TPC) is the enumeration step; it must be a multiple
+    of the TPC size and at least the backend's minimum partition. ``max_lookahead`` caps ``k`` (each
+    decode then needs up to ``k`` KV slots ahead); ``lookahead`` fixes ``k`` instead of optimising it.
+    ``objective`` replaces the inferred throughput objective (see :func:`overlap_throughput`).
+    """
+
+    def __init__(
+        self,
+        model: RooflineModel,
+        tbt_slo_s: float,
+        granularity_sm: int | None = None,
+        *,
+        max_lookahead: int = 8,
+        lookahead: int | None = None,
+        min_prefill_tokens: int = 16,
+        objective: Objective = overlap_throughput,
+    ) -> None:
+        hw = model.hw
+        if not (
+            isinstance(tbt_slo_s, (int, float, np.floating, np.integer))
+            and not isinstance(tbt_slo_s, bool)
+            and math.isfinite(tbt_slo_s)
+            and tbt_slo_s > 0
+        ):
+            raise ValueError(f"tbt_slo_s must be a finite number of seconds > 0, got {tbt_slo_s!r}")
+        g = hw.granularity_sm if granularity_sm is None else granularity_sm
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g <= 0:
+            raise ValueError(f"granularity_sm must be a positive integer, got {granularity_sm!r}")
+        if g % hw.sms_per_tpc:
+            raise ValueError(
+                f"granularity_sm={g} is not a multiple of the TPC size ({hw.sms_per_tpc} SMs on "
+                f"{hw.name}); the granted granularity is {hw.granularity_sm} SMs"
+            )
+        if hw.min_partition_sm is not None and g < hw.min_partition_sm:
+            raise ValueError(
+                f"granularity_sm={g} is below {hw.name}'s minimum partition of "
+                f"{hw.min_partition_sm} SMs; the granted granularity is {hw.granularity_sm} SMs"
+            )
+        if 2 * g > hw.n_sm:
+            raise ValueError(
+                f"granularity_sm={g} leaves no room for two partitions of {hw.n_sm} SMs"
+            )
+        if _not_int(max_lookahead) or max_lookahead < 1:
+            raise ValueError(f"max_lookahead must be an integer >= 1, got {max_lookahead!r}")
+        if lookahead is not None and (_not_int(lookahead) or not 1 <= lookahead <= max_lookahead):
+            raise ValueError(
+                f"lookahead must lie in [1, max_lookahead={max_lookahead}], got {lookahead}"
+            )
+        if min_prefill_tokens < 0:
+            raise ValueError(f"min_prefill_tokens must be >= 0, got {min_prefill_tokens}")
+        self.model = model
+        self.tbt_slo_s = float(tbt_slo_s)
+        self.granularity_sm = int(g)
+        self.max_lookahead = int(max_lookahead)
+        self.lookahead = lookahead
+        self.min_prefill_tokens = int(min_prefill_tokens)
+        self.objective = objective
+        # Decode partitions: every multiple of the granularity leaving at least one step for prefill.
+        self.candidates = np.arange(g, hw.n_sm - g + 1, g, dtype=np.int64)
+        # Reciprocal curves at [all SMs, decode candidates..., prefill remainders...]: one lookup.
+        grid = np.concatenate([[hw.n_sm], self.candidates, hw.n_sm - self.candidates])
+        self._inv_flops, self._inv_bw = model.inverse_curves(grid)
+        c = self.candidates.size
+        self._inv_d = (self._inv_flops[1 : c + 1], self._inv_bw[1 : c + 1])
+        self._inv_p = (self._inv_flops[c + 1 :], self._inv_bw[c + 1 :])
+        # FLOPs rows then bytes rows: one product prices both parts of a batch.
+        self._costs = np.vstack(model.cost_matrices())
+        self._n_ops = model.cost_matrices()[0].shape[0]
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionOptimizer({self.model!r}, tbt_slo_s={self.tbt_slo_s}, "
+            f"granularity_sm={self.granularity_sm}, max_lookahead={self.max_lookahead})"
+        )
+
+    def plan(
+        self,
+        decodes: Sequence[Seq] | BatchStats,
+        prefills: Sequence[Seq],
+        *,
+        max_lookahead: int | None = None,
+    ) -> PartitionPlan:
+        """The plan for an iteration whose decode-first mixed batch is ``decodes + prefills``
+        (``decodes`` may be given as their :class:`BatchStats`). ``max_lookahead`` lowers the
+        optimizer's cap on ``k`` for this call (the scheduler's re-plan when the KV cache cannot
+        hold the look-ahead slots): the split is re-chosen under it, so ``k t_d >= t_p`` still
+        holds, or the fallback's chunk cap is used."""
+        k_cap = (
+            self.max_lookahead if max_lookahead is None else min(max_lookahead, self.max_lookahead)
+        )
+        if _not_int(k_cap) or k_cap < 1:
+            raise ValueError(f"max_lookahead must be an integer >= 1, got {max_lookahead!r}")
+        d_stats = decodes if isinstance(decodes, BatchStats) else BatchStats.of(decodes)
+        p_stats = BatchStats.of(prefills)  # a one-token chunk is priced like a decode: it is one
+        if d_stats.prefill_seqs:
+            raise ValueError(
+                f"decodes must all have new_tokens == 1; {d_stats.prefill_seqs} have more"
+            )
+        n_sm = self.model.hw.n_sm
+        t_mix, t_d, t_p = self._table(d_stats, p_stats)
+        predicted = {"t_mix": t_mix}
+        if not d_stats.decode_seqs or not prefills:
+            return PartitionPlan("aggregated", n_sm, n_sm, 1, "no_overlap", predicted)
+        if t_mix <= self.tbt_slo_s:
+            return PartitionPlan("aggregated", n_sm, n_sm, 1, "fits", predicted)
+        best = self._best_split(d_stats, p_stats, t_d, t_p, int(k_cap))
+        if best is not None:
+            n_d, k, td, tp, score = best
+            predicted.update(t_decode=td, t_prefill=tp, window=max(k * td, tp), score=score)
+            return PartitionPlan("spatial", n_d, n_sm - n_d, k, "spatial", predicted)
+        cap, t_capped = self.prefill_cap(d_stats, prefills)
+        predicted.update(t_capped=t_capped)
+        return PartitionPlan("aggregated", n_sm, n_sm, 1, "fallback", predicted, cap)
+
+    # ---- the steps ----------------------------------------------------------------------------
+    def _table(
+        self, d_stats: BatchStats, p_stats: BatchStats
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        """t_mix on all SMs, t_d on every candidate ``n_d``, t_p on every remainder ``N - n_d``.
+
+        The hot path of every iteration: one matrix product for both parts' FLOPs and bytes, then
+        the roofline max per operator and SM count (see :meth:`RooflineModel.latency_rows`)."""
+        fd, fp = features(d_stats), features(p_stats)
+        costs = self._costs @ np.stack([fd, fp], axis=1)  # (2 ops, 2): FLOPs rows, then bytes
+        n = self._n_ops
+        flops, nbytes = costs[:n], costs[n:]
+        model = self.model
+        fixed_d, fixed_p = model.fixed_seconds(d_stats), model.fixed_seconds(p_stats)
+        mix = np.maximum(
+            (flops[:, 0] + flops[:, 1]) * self._inv_flops[0],
+            (nbytes[:, 0] + nbytes[:, 1]) * self._inv_bw[0],
+        ).sum()
+        t_mix = float(mix) + model.fixed_seconds(d_stats + p_stats)
+        t_d = (
+            np.maximum(
+                np.multiply.outer(flops[:, 0], self._inv_d[0]),
+                np.multiply.outer(nbytes[:, 0], self._inv_d[1]),
+            ).sum(axis=0)
+            + fixed_d
+        )
+        t_p = (
+            np.maximum(
+                np.multiply.outer(flops[:, 1], self._inv_p[0]),
+                np.multiply.outer(nbytes[:, 1], self._inv_p[1]),
+            ).sum(axis=0)
+            + fixed_p
+        )
+        return t_mix, t_d, t_p
+
+    def _best_split(
+        self,
+        d_stats: BatchStats,
+        p_stats: BatchStats,
+        t_d: np.ndarray,
+        t_p: np.ndarray,
+        max_lookahead: int,
+    ) -> tuple[int, int, float, float, float] | None:
+        n_d = self.candidates
+        if self.lookahead is not None and self.lookahead <= max_lookahead:
+            ks = np.full(n_d.size, float(self.lookahead))
+        else:
+            ks = np.ceil(t_p / t_d)  # >= 1: a prefill pass takes time
+        ok = (t_d <= self.tbt_slo_s) & (ks <= max_lookahead) & (ks * t_d >= t_p)
+        if not ok.any():
+            return None
+        score = self.objective(ks, d_stats.decode_seqs, p_stats.prefill_tokens, t_d, t_p)
+        col = int(np.argmax(np.where(ok, score, -np.inf)))
+        return int(n_d[col]), int(ks[col]), float(t_d[col]), float(t_p[col]), float(score[col])
+
+    def prefill_cap(self, d_stats: BatchStats, prefills: Sequence[Seq]) -> tuple[int, float]:
+        """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch with the
+        decodes ``d_stats`` meets the SLO (at least ``min_prefill_tokens``), and its prediction.
+
+        The features are piecewise linear in the cap, so a batch of caps is priced with one matrix
+        product: a grid of about sqrt(total) caps brackets the answer, then every integer in the bracket
+        is priced."""
+        ctx = np.array([p.context for p in prefills], dtype=np.float64)
+        q = np.array([p.new_tokens for p in prefills], dtype=np.float64)
+        start = np.concatenate([[0.0], np.cumsum(q)[:-1]])
+        base = features(d_stats)
+        total = int(q.sum())
+
+        def latency(caps: np.ndarray) -> np.ndarray:
+            taken = np.clip(caps[:, None] - start[None, :], 0.0, q[None, :])  # (caps, chunks)
+            # A one-token chunk is priced as a decode, as BatchStats.of does.
+            one = taken == 1
+            multi = taken > 1
+            rows = np.tile(base, (caps.size, 1))
+            rows[:, 1] += caps  # tokens
+            rows[:, 0] = rows[:, 1] > 0
+            rows[:, 2] += ((ctx + 1) * one).sum(axis=1)  # decode_kv
+            rows[:, 3] += one.sum(axis=1)  # decode_seqs
+            rows[:, 4] += (taken * (ctx + (taken + 1) / 2) * multi).sum(axis=1)  # prefill_qc
+            rows[:, 5] += (taken * multi).sum(axis=1)  # prefill_tokens
+            rows[:, 6] += ((ctx + taken) * multi).sum(axis=1)  # prefill_kv
+            rows[:, 7] += (one | multi).sum(axis=1)  # sequences
+            return self.model.latency_rows(rows, self._inv_flops[:1], self._inv_bw[:1])[:, 0]
+
+        step = max(1, math.isqrt(total))  # two passes of about sqrt(total) caps each
+        grid = np.unique(np.append(np.arange(0, total + 1, step), total)).astype(np.float64)
+        ok = np.flatnonzero(latency(grid) <= self.tbt_slo_s)
+        best = 0
+        if ok.size:
+            lo = int(grid[ok[-1]])
+            fine = np.arange(lo, min(lo + step, total + 1), dtype=np.float64)
+            best = int(fine[np.flatnonzero(latency(fine) <= self.tbt_slo_s)[-1]])
+        cap = min(max(best, self.min_prefill_tokens), total)
+        return cap, float(latency(np.array([float(cap)]))[0])
+
+
+def _not_int(x: object) -> bool:
+    return isinstance(x, bool) or not isinstance(x, (int, np.integer))
+
+
+def cap_prefills(prefills: Sequence[Seq], cap: int) -> list[Seq]:
+    """Cut prefill chunks first-come-first-served to ``cap`` new tokens in total (empty chunks go)."""
+    out: list[Seq] = []
+    left = cap
+    for p in prefills:
+        if left <= 0:
+            break
+        q = min(p.new_tokens, left)
+        out.append(Seq(p.context, q))
+        left -= q
+    return out
