@@ -19,7 +19,7 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -43,6 +43,22 @@ def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     sin = torch.cat([ang.sin(), ang.sin()], -1)[..., None, :].to(x.dtype)
     x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+class _Layer(nn.Module):
+    """One decoder layer's weights; the model's forward runs every layer in one loop."""
+
+    ln1: nn.Parameter
+    ln2: nn.Parameter
+    q_norm: nn.Parameter
+    k_norm: nn.Parameter
+    wq: nn.Parameter
+    wk: nn.Parameter
+    wv: nn.Parameter
+    wo: nn.Parameter
+    w_gate: nn.Parameter
+    w_up: nn.Parameter
+    w_down: nn.Parameter
 
 
 class TinyQwen3(nn.Module):
@@ -71,7 +87,7 @@ class TinyQwen3(nn.Module):
         self.norm = nn.Parameter(torch.ones(s.d_model))
         self.layers = nn.ModuleList()
         for _ in range(s.n_layers):
-            layer = nn.Module()
+            layer = _Layer()
             layer.ln1 = nn.Parameter(torch.ones(s.d_model))
             layer.ln2 = nn.Parameter(torch.ones(s.d_model))
             layer.q_norm = nn.Parameter(torch.ones(s.d_head))
@@ -103,7 +119,8 @@ class TinyQwen3(nn.Module):
         # causal over the cache: query at position p sees keys 0..p
         mask = keys[None, None, :] <= pos[:, :, None]  # (b, q, max_len)
         rep = s.n_heads // s.n_kv_heads
-        for li, layer in enumerate(self.layers):
+        for li, module in enumerate(self.layers):
+            layer = cast(_Layer, module)
             h = _rms_norm(x, layer.ln1)
             qh = _rms_norm((h @ layer.wq.T).view(b, q, s.n_heads, s.d_head), layer.q_norm)
             kh = _rms_norm((h @ layer.wk.T).view(b, q, s.n_kv_heads, s.d_head), layer.k_norm)
