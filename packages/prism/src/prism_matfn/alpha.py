@@ -53,11 +53,6 @@ def residual_polynomials(degree: int) -> np.ndarray:
     return H
 
 
-@functools.lru_cache(maxsize=32)
-def _residual_polynomials_on(degree: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.as_tensor(residual_polynomials(degree), dtype=dtype, device=device)
-
-
 def evaluate_residual_map(
     r: torch.Tensor, alpha: float | torch.Tensor, degree: int
 ) -> torch.Tensor:
@@ -97,20 +92,28 @@ def power_hankel(eigenvalues: torch.Tensor, order: int) -> torch.Tensor:
 
 def objective_coefficients(M: torch.Tensor, degree: int) -> torch.Tensor:
     """Coefficients ``(q0, …, q4)`` of ``Q(α) = Σ_k q_k α^k = ‖h(R; α) S‖_F²`` from the Krylov Gram ``M``."""
-    H = _residual_polynomials_on(degree, M.dtype, M.device)
-    if M.shape[-1] != H.shape[1]:
-        raise ValueError(
-            f"degree {degree} needs a {H.shape[1]}×{H.shape[1]} Krylov Gram, got {M.shape}"
-        )
-    pair = H @ M @ H.T  # (..., 3, 3): pair[a, b] = H_aᵀ M H_b
-    q = [
-        pair[..., 0, 0],
-        2 * pair[..., 0, 1],
-        2 * pair[..., 0, 2] + pair[..., 1, 1],
-        2 * pair[..., 1, 2],
-        pair[..., 2, 2],
-    ]
-    return torch.stack(q, dim=-1)
+    W = _objective_map_on(degree, M.dtype, M.device)
+    width = residual_polynomials(degree).shape[1]
+    if M.shape[-1] != width or M.shape[-2] != width:
+        raise ValueError(f"degree {degree} needs a {width}×{width} Krylov Gram, got {M.shape}")
+    return M.flatten(-2) @ W  # one small matmul: q is linear in M
+
+
+@functools.cache
+def objective_map(degree: int) -> np.ndarray:
+    """``W`` with ``q = vec(M) @ W``: ``q_k = Σ_{a+b=k} H_aᵀ M H_b``, of shape ``(width², 5)``."""
+    H = residual_polynomials(degree)
+    width = H.shape[1]
+    W = np.zeros((width, width, 5))
+    for a in range(3):
+        for b in range(3):
+            W[:, :, a + b] += np.outer(H[a], H[b])
+    return W.reshape(width * width, 5)
+
+
+@functools.lru_cache(maxsize=32)
+def _objective_map_on(degree: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(objective_map(degree), dtype=dtype, device=device)
 
 
 def minimize_quartic(

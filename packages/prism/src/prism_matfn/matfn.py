@@ -110,9 +110,13 @@ class PrismOptions:
 
     def __post_init__(self) -> None:
         check_degree(self.degree)
-        if not isinstance(self.steps, int) or self.steps < 0:
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 0:
             raise ValueError(f"steps must be a non-negative int, got {self.steps!r}")
-        if not isinstance(self.sketch_dim, numbers.Integral) or self.sketch_dim < 1:
+        if (
+            isinstance(self.sketch_dim, bool)
+            or not isinstance(self.sketch_dim, numbers.Integral)
+            or self.sketch_dim < 1
+        ):
             raise ValueError(f"sketch_dim must be an int >= 1, got {self.sketch_dim!r}")
         if self.alpha_grid_points < 2:
             raise ValueError(f"alpha_grid_points must be >= 2, got {self.alpha_grid_points}")
@@ -189,11 +193,16 @@ def _iterate(
     *,
     symmetric: bool,
     name: str,
+    sketch: torch.Tensor | None = None,
 ) -> tuple[tuple[torch.Tensor, ...], PrismInfo]:
-    """The PRISM loop shared by every function; ``symmetric`` says whether ``R`` is symmetric."""
+    """The PRISM loop shared by every function; ``symmetric`` says whether ``R`` is symmetric.
+
+    ``sketch`` (already in ``X``'s dtype and device, ``(n, p)`` or ``(..., n, p)``) overrides the
+    options' sketch: the optimizers pass their per-parameter sketches stacked.
+    """
     X0 = state[0]
     batch = X0.shape[:-2]
-    S = opts.sketch_for(n, X0.device, X0.dtype)
+    S = opts.sketch_for(n, X0.device, X0.dtype) if sketch is None else sketch
     if opts.fit == "exact" and not symmetric:
         S = torch.eye(n, dtype=X0.dtype, device=X0.device)  # exact Krylov Gram of a non-symmetric R
     alphas: list[torch.Tensor] = []
@@ -266,6 +275,14 @@ def _check_convergence(
         )
 
 
+def _empty_result(X: torch.Tensor, out_dtype: torch.dtype, opts: PrismOptions, n: int) -> Any:
+    """A matrix with a zero dimension has nothing to iterate on: return it (empty) as it is."""
+    batch = X.shape[:-2]
+    empty = torch.zeros(0, *batch, dtype=torch.float64)
+    info = PrismInfo(empty, empty, 0, max(n, 1))
+    return (X.to(out_dtype), info) if opts.return_info else X.to(out_dtype)
+
+
 def _polar_only(opts: PrismOptions, name: str) -> None:
     if opts.spectral_rescale:
         raise ValueError(f"spectral_rescale applies to polar only, not {name}")
@@ -297,8 +314,20 @@ def polar(G: torch.Tensor, **options: Any) -> Any:
     ``U·diag(0.5..1.5)·Vᵀ``. Rank-deficient input gives the partial isometry. Returns the factor, or
     ``(factor, PrismInfo)`` with ``return_info=True``; options are described in the module docstring.
     """
-    opts = PrismOptions(**options)
+    return polar_with(G, PrismOptions(**options))
+
+
+def polar_with(
+    G: torch.Tensor, opts: PrismOptions, sketch: torch.Tensor | None = None
+) -> Any:
+    """:func:`polar` with options validated once (the optimizers' path: no per-call validation).
+
+    ``sketch``: an ``(n, p)`` or batched ``(..., n, p)`` sketch in place of ``opts``'s, with
+    ``n = min(m, n)``.
+    """
     X, out_dtype = prepare(G, "polar", opts.compute_dtype, opts.check_finite)
+    if X.shape[-1] == 0 or X.shape[-2] == 0:
+        return _empty_result(X, out_dtype, opts, min(X.shape[-2:]))
     transposed = X.shape[-2] < X.shape[-1]
     if transposed:
         X = X.mT
@@ -308,12 +337,18 @@ def polar(G: torch.Tensor, **options: Any) -> Any:
         X = _spectral_rescale(X, opts.sketch_seed)
 
     def residual(state: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        return identity_like(state[0], n) - gram_t(state[0])
+        R = gram_t(state[0]).neg_()
+        R.diagonal(dim1=-2, dim2=-1).add_(1.0)
+        return R
 
     def update(state: tuple[torch.Tensor, ...], T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (state[0] @ T,)
 
-    (X,), info = _iterate((X,), residual, update, n, opts, symmetric=True, name="polar")
+    if sketch is not None:
+        sketch = sketch.to(device=X.device, dtype=X.dtype)
+    (X,), info = _iterate(
+        (X,), residual, update, n, opts, symmetric=True, name="polar", sketch=sketch
+    )
     if transposed:
         X = X.mT
     return (X.to(out_dtype), info) if opts.return_info else X.to(out_dtype)
@@ -329,7 +364,9 @@ def sign(A: torch.Tensor, **options: Any) -> Any:
     _polar_only(opts, "sign")
     X, out_dtype = prepare(A, "sign", opts.compute_dtype, opts.check_finite)
     check_square(X, "sign")
-    symmetric = bool(torch.equal(X, X.mT))
+    if X.shape[-1] == 0:
+        return _empty_result(X, out_dtype, opts, 0)
+    symmetric = _is_symmetric(X)
     X, _ = safe_frobenius_normalize(X, "sign", warn=opts.check_finite)
     n = X.shape[-1]
 
@@ -340,7 +377,32 @@ def sign(A: torch.Tensor, **options: Any) -> Any:
         return (state[0] @ T,)
 
     (X,), info = _iterate((X,), residual, update, n, opts, symmetric=symmetric, name="sign")
+    if opts.check_finite:
+        _warn_if_stalled(info, "sign")
     return (X.to(out_dtype), info) if opts.return_info else X.to(out_dtype)
+
+
+def _is_symmetric(X: torch.Tensor) -> bool:
+    """Symmetric to round-off (``‖X − Xᵀ‖_F ≤ 100·eps·‖X‖_F`` for every matrix), not bit-for-bit."""
+    tol = 100 * torch.finfo(X.dtype).eps * torch.linalg.matrix_norm(X)
+    return bool((torch.linalg.matrix_norm(X - X.mT) <= tol).all())
+
+
+def _warn_if_stalled(info: PrismInfo, name: str) -> None:
+    """Warn when the residual sits at ``‖R‖_F ≥ 1`` and no longer falls: an eigenvalue of ``X²`` is
+    stuck at 0, i.e. the input is singular (``sign`` is undefined there) or far from converged."""
+    hist = info.residual_fro.reshape(len(info.residual_fro), -1)
+    if len(hist) < 3:
+        return
+    last, before = hist[-1], hist[-3]
+    stalled = (last >= 1 - 1e-3) & (last >= 0.99 * before)
+    if bool(stalled.any()):
+        warnings.warn(
+            f"{name}: the residual stalled at ‖R‖_F = {float(last.max()):.3g} ≥ 1: the matrix looks "
+            "singular (a zero eigenvalue has no sign), or needs more steps",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _check_spd(A: torch.Tensor, name: str) -> None:
@@ -363,14 +425,33 @@ def _check_spd(A: torch.Tensor, name: str) -> None:
         )
 
 
+def _check_nonsingular(A: torch.Tensor, name: str) -> None:
+    """An inverse root needs a positive definite ``A``: one unshifted Cholesky decides it."""
+    _, info = torch.linalg.cholesky_ex((A + A.mT) * 0.5)
+    if bool((info > 0).any()):
+        raise ValueError(
+            f"{name} needs a positive definite matrix, but this one is singular (or indefinite) to "
+            "working precision, so its inverse root does not exist (the coupled iteration's Z would "
+            "grow without bound); pass ridge=λ to use (A + λI)^{-1/2}"
+        )
+
+
 def sqrtm_and_inv(
     A: torch.Tensor, *, ridge: float = 0.0, check_psd: bool = True, **options: Any
 ) -> Any:
-    """``(A^{1/2}, A^{-1/2})`` of a symmetric positive (semi-)definite ``A`` from one coupled PRISM run.
+    """``(A^{1/2}, A^{-1/2})`` of a symmetric positive definite ``A`` from one coupled PRISM run.
 
-    ``ridge`` adds ``ridge·I`` first. ``check_psd`` costs one Cholesky; it rejects non-symmetric and
-    indefinite input with a ``ValueError``. Returns ``(sqrt, inv_sqrt)`` or ``(sqrt, inv_sqrt, info)``.
+    ``ridge`` adds ``ridge·I`` first. ``check_psd`` costs two Choleskys; it rejects non-symmetric,
+    indefinite and singular input (whose inverse root does not exist) with a ``ValueError``.
+    Returns ``(sqrt, inv_sqrt)`` or ``(sqrt, inv_sqrt, info)``.
     """
+    return _coupled(A, ridge, check_psd, True, options)
+
+
+def _coupled(
+    A: torch.Tensor, ridge: float, check_psd: bool, inverse: bool, options: dict[str, Any]
+) -> Any:
+    """The coupled square-root run; ``inverse`` says the caller needs ``A^{-1/2}`` (so A must be PD)."""
     opts = PrismOptions(**options)
     _polar_only(opts, "sqrtm")
     Y, out_dtype = prepare(A, "sqrtm", opts.compute_dtype, opts.check_finite)
@@ -379,8 +460,14 @@ def sqrtm_and_inv(
         raise ValueError(f"ridge must be >= 0, got {ridge}")
     if ridge:
         Y = Y + ridge * torch.eye(Y.shape[-1], dtype=Y.dtype, device=Y.device)
+    if Y.shape[-1] == 0:
+        empty = Y.to(out_dtype)
+        info = PrismInfo(torch.zeros(0), torch.zeros(0), 0, 1)
+        return (empty, empty.clone(), info) if opts.return_info else (empty, empty.clone())
     if check_psd:
         _check_spd(Y, "sqrtm")
+        if inverse:
+            _check_nonsingular(Y, "inv_sqrtm")
     Y, c = safe_frobenius_normalize(Y, "sqrtm", warn=opts.check_finite)
     n = Y.shape[-1]
     Z = identity_like(Y, n).clone()
@@ -400,7 +487,8 @@ def sqrtm_and_inv(
 
 def sqrtm(A: torch.Tensor, **options: Any) -> Any:
     """``A^{1/2}`` of a symmetric positive semi-definite ``A``; see :func:`sqrtm_and_inv`."""
-    out = sqrtm_and_inv(A, **options)
+    ridge, check_psd = options.pop("ridge", 0.0), options.pop("check_psd", True)
+    out = _coupled(A, ridge, check_psd, False, options)
     return (out[0], out[2]) if len(out) == 3 else out[0]
 
 
@@ -421,7 +509,8 @@ def inv_root(A: torch.Tensor, p: int, **options: Any) -> Any:
     if p == 2:
         return inv_sqrtm(A, **options)
     return_info = options.get("return_info", False)
-    out = sqrtm_and_inv(A, **options)
+    ridge, check_psd = options.pop("ridge", 0.0), options.pop("check_psd", True)
+    out = _coupled(A, ridge, check_psd, True, options)
     half = out[0]
     second = dict(options, check_psd=False, ridge=0.0, check_finite=False)
     result = sqrtm_and_inv((half + half.mT) * 0.5, **second)
