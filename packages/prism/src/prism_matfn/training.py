@@ -121,9 +121,10 @@ LR_GRIDS: dict[str, tuple[float, ...]] = {
     "AdamW": (3e-4, 1e-3, 3e-3),
     "Muon": (0.01, 0.02, 0.04),
     "PrismMuon": (0.01, 0.02, 0.04),
-    "PrismMuon-frobenius": (0.01, 0.02, 0.04),
+    "PrismMuon-frobenius": (0.02,),
 }
-"""One small grid per optimizer (the same grid for every Muon-type run), searched on tuning seeds."""
+"""One small grid per optimizer (the same grid for Muon and PrismMuon), searched on tuning seeds.
+PrismMuon-frobenius is the 0.1 behaviour (Frobenius rescale at lr 0.02), a control, not tuned."""
 
 
 def make_optimizer(name: str, model: nn.Sequential, lr: float, **extra: Any) -> torch.optim.Optimizer:
