@@ -44,7 +44,9 @@ def main(rank, mode, store, out, timing=False):
         shapes = TIMING_SHAPES if timing else SHAPES
         full = make(shapes, 0)
         sharded = mode == "sharded"
-        local = [p.chunk(WORLD)[rank].clone() if sharded and p.ndim >= 2 else p.clone() for p in full]
+        local = [
+            p.chunk(WORLD)[rank].clone() if sharded and p.ndim >= 2 else p.clone() for p in full
+        ]
         params = [torch.nn.Parameter(p) for p in local]
         opt = Timed(params, mode=mode, lr=0.05, weight_decay=0.1, adam_lr=1e-3)
         opt.intervals = []

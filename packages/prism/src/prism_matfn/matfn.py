@@ -317,16 +317,14 @@ def polar(G: torch.Tensor, **options: Any) -> Any:
     return polar_with(G, PrismOptions(**options))
 
 
-def polar_with(
-    G: torch.Tensor, opts: PrismOptions, sketch: torch.Tensor | None = None
-) -> Any:
+def polar_with(G: torch.Tensor, opts: PrismOptions, sketch: torch.Tensor | None = None) -> Any:
     """:func:`polar` with options validated once (the optimizers' path: no per-call validation).
 
     ``sketch``: an ``(n, p)`` or batched ``(..., n, p)`` sketch in place of ``opts``'s, with
     ``n = min(m, n)``.
     """
     X, out_dtype = prepare(G, "polar", opts.compute_dtype, opts.check_finite)
-    if X.shape[-1] == 0 or X.shape[-2] == 0:
+    if X.numel() == 0:
         return _empty_result(X, out_dtype, opts, min(X.shape[-2:]))
     transposed = X.shape[-2] < X.shape[-1]
     if transposed:
@@ -364,8 +362,8 @@ def sign(A: torch.Tensor, **options: Any) -> Any:
     _polar_only(opts, "sign")
     X, out_dtype = prepare(A, "sign", opts.compute_dtype, opts.check_finite)
     check_square(X, "sign")
-    if X.shape[-1] == 0:
-        return _empty_result(X, out_dtype, opts, 0)
+    if X.numel() == 0:
+        return _empty_result(X, out_dtype, opts, X.shape[-1])
     symmetric = _is_symmetric(X)
     X, _ = safe_frobenius_normalize(X, "sign", warn=opts.check_finite)
     n = X.shape[-1]
@@ -460,7 +458,7 @@ def _coupled(
         raise ValueError(f"ridge must be >= 0, got {ridge}")
     if ridge:
         Y = Y + ridge * torch.eye(Y.shape[-1], dtype=Y.dtype, device=Y.device)
-    if Y.shape[-1] == 0:
+    if Y.numel() == 0:
         empty = Y.to(out_dtype)
         info = PrismInfo(torch.zeros(0), torch.zeros(0), 0, 1)
         return (empty, empty.clone(), info) if opts.return_info else (empty, empty.clone())

@@ -341,10 +341,13 @@ def muon_training_section(report: Report, args: ReproduceArgs) -> None:
         "PrismMuon beats AdamW", "final train loss", prism_mean, adam_mean, direction="lower",
         baseline_name="AdamW", samples=n_seeds, settings={"steps": steps},
     )  # fmt: skip
-    frob_ratio = by["PrismMuon-frobenius"]["update spectral norm / lr"] / by["Muon"][
-        "update spectral norm / lr"
-    ]
-    prism_ratio = by["PrismMuon"]["update spectral norm / lr"] / by["Muon"]["update spectral norm / lr"]
+    frob_ratio = (
+        by["PrismMuon-frobenius"]["update spectral norm / lr"]
+        / by["Muon"]["update spectral norm / lr"]
+    )
+    prism_ratio = (
+        by["PrismMuon"]["update spectral norm / lr"] / by["Muon"]["update spectral norm / lr"]
+    )
     at_bound = res["alpha_at_upper_bound"]
     pinned = bool(at_bound) and at_bound[0] > 0.9
     report.table("MLP on digits: step size and α (computed from this run)", [
@@ -379,7 +382,10 @@ def shampoo_training_section(report: Report, args: ReproduceArgs) -> None:
         final["Shampoo-PRISM"]["test accuracy"], final["Shampoo-eigh"]["test accuracy"],
         direction="higher", tolerance=0.02, baseline_name="Shampoo-eigh", settings={"steps": steps},
     )  # fmt: skip
-    eigh_s, prism_s = final["Shampoo-eigh"]["optimizer time (s)"], final["Shampoo-PRISM"]["optimizer time (s)"]
+    eigh_s, prism_s = (
+        final["Shampoo-eigh"]["optimizer time (s)"],
+        final["Shampoo-PRISM"]["optimizer time (s)"],
+    )
     report.claim(
         "Shampoo with PRISM roots no slower than eigh (optimizer wall-clock)", "optimizer seconds",
         prism_s, eigh_s, direction="lower", baseline_name="Shampoo-eigh",

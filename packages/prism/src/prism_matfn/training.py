@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from torch import nn
 from prism_matfn.alpha import ALPHA_BOUNDS
 from prism_matfn.optim import PrismMuon, PrismShampoo
 from shared_core.cli import progress
-
 
 MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 """Keller's quintic: what ``torch.optim.Muon`` and KellerJordan/Muon run (here in float32)."""
@@ -127,7 +125,9 @@ LR_GRIDS: dict[str, tuple[float, ...]] = {
 PrismMuon-frobenius is the 0.1 behaviour (Frobenius rescale at lr 0.02), a control, not tuned."""
 
 
-def make_optimizer(name: str, model: nn.Sequential, lr: float, **extra: Any) -> torch.optim.Optimizer:
+def make_optimizer(
+    name: str, model: nn.Sequential, lr: float, **extra: Any
+) -> torch.optim.Optimizer:
     """The optimizers of the comparison: Muon is ``PrismMuon`` with Keller's fixed coefficients, so
     momentum, AdamW side and batching are shared and only the orthogonaliser differs."""
     if name == "AdamW":

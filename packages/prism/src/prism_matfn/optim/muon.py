@@ -40,7 +40,9 @@ def _check_coefficients(ns_coefficients: Any) -> tuple[float, float, float] | No
         return None
     coeffs = tuple(float(c) for c in ns_coefficients)
     if len(coeffs) != 3:
-        raise ValueError(f"ns_coefficients must be three numbers (a, b, c), got {ns_coefficients!r}")
+        raise ValueError(
+            f"ns_coefficients must be three numbers (a, b, c), got {ns_coefficients!r}"
+        )
     return coeffs  # type: ignore[return-value]
 
 
