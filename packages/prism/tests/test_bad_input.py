@@ -116,7 +116,7 @@ def test_sqrtm_of_a_singular_psd_matrix_is_fine():
 
 @pytest.mark.parametrize("kwargs", [{"steps": True}, {"sketch_dim": True}, {"steps": 2.0}])
 def test_bool_and_float_counts_are_rejected(kwargs):
-    with pytest.raises(ValueError, match="steps|sketch_dim"):
+    with pytest.raises(ValueError, match=r"steps|sketch_dim"):
         pm.polar(torch.randn(4, 3), **kwargs)
 
 

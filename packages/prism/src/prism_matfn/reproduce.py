@@ -336,7 +336,7 @@ def muon_training_section(report: Report, args: ReproduceArgs) -> None:
         samples=n_seeds, settings={"steps": steps},
         note=f"tolerance = 2 s.e. of the difference over {n_seeds} fresh seeds = {noise:.2g}",
     )  # fmt: skip
-    adam_mean, adam_se = _mean_se(finals["AdamW"])
+    adam_mean, _ = _mean_se(finals["AdamW"])
     report.claim(
         "PrismMuon beats AdamW", "final train loss", prism_mean, adam_mean, direction="lower",
         baseline_name="AdamW", samples=n_seeds, settings={"steps": steps},

@@ -132,11 +132,12 @@ def make_optimizer(
     momentum, AdamW side and batching are shared and only the orthogonaliser differs."""
     if name == "AdamW":
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    options: dict[str, Any] = {
+    table: dict[str, dict[str, Any]] = {
         "Muon": {"ns_coefficients": MUON_COEFFICIENTS},
         "PrismMuon": {},
         "PrismMuon-frobenius": {"update_scale": "frobenius"},
-    }[name]
+    }
+    options = table[name]
     return PrismMuon(muon_groups(model), lr=lr, adam_lr=ADAM_LR, **options, **extra)
 
 
@@ -170,7 +171,8 @@ def muon_comparison(
     for name, grid in grids.items():
         tuning[name] = {lr: [final_loss(run(name, lr, s)[0]["losses"], window) for s in tune_seeds]
                         for lr in grid}  # fmt: skip
-        chosen[name] = min(grid, key=lambda lr, n=name: sum(tuning[n][lr]))
+        losses = tuning[name]
+        chosen[name] = min(grid, key=lambda lr: sum(losses[lr]))
     runs = {name: [run(name, chosen[name], s)[0] for s in eval_seeds] for name in grids}
     _, opt = run("PrismMuon", chosen["PrismMuon"], eval_seeds[0], log_alphas=True)
     assert isinstance(opt, PrismMuon) and opt.alpha_log is not None

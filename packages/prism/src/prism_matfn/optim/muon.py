@@ -43,7 +43,7 @@ def _check_coefficients(ns_coefficients: Any) -> tuple[float, float, float] | No
         raise ValueError(
             f"ns_coefficients must be three numbers (a, b, c), got {ns_coefficients!r}"
         )
-    return coeffs  # type: ignore[return-value]
+    return coeffs[0], coeffs[1], coeffs[2]
 
 
 class PrismMuon(torch.optim.Optimizer):
@@ -232,7 +232,7 @@ class PrismMuon(torch.optim.Optimizer):
         return state["sketch"]
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -279,7 +279,7 @@ class PrismMuon(torch.optim.Optimizer):
                 out[k] = O[j]
                 state = self.state[items[k][0]]
                 state["muon_steps"] = state.get("muon_steps", 0) + 1
-        return out  # type: ignore[return-value]
+        return [o for o in out if o is not None]
 
     def _momentum_update(self, p: torch.Tensor, group: dict[str, Any]) -> torch.Tensor:
         """Update the momentum buffer; return the (Nesterov-blended) update as a 2-D matrix."""
