@@ -285,10 +285,12 @@ def muon_training_section(report: Report, args: ReproduceArgs) -> None:
     """The fair optimizer comparison: equal budget, lr tuned per optimizer, fresh evaluation seeds."""
     from prism_matfn.training import LR_GRIDS, final_loss, muon_comparison
 
-    steps = args.pick(smoke=6, quick=300, full=1000)
-    tune = args.pick(smoke=(0,), quick=(0, 1), full=(0, 1, 2))
+    steps = args.pick(smoke=6, quick=200, full=1000)
+    tune = args.pick(smoke=(0,), quick=(0,), full=(0, 1, 2))
     fresh = args.pick(smoke=(10,), quick=(10, 11, 12), full=(10, 11, 12, 13, 14))
-    grids = args.pick(smoke={k: v[1:2] for k, v in LR_GRIDS.items()}, quick=LR_GRIDS, full=LR_GRIDS)
+    grids = args.pick(
+        smoke={k: v[len(v) // 2 :][:1] for k, v in LR_GRIDS.items()}, quick=LR_GRIDS, full=LR_GRIDS
+    )
     res = report.cached(
         f"train-muon-fair-{steps}-{tune}-{fresh}",
         lambda: muon_comparison(steps, tune, fresh, grids),
