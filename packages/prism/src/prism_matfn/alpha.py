@@ -15,6 +15,7 @@ so one fit costs ``deg h`` products ``R · (n×p)`` and a few inner products. Fo
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -71,14 +72,21 @@ def krylov_gram(R: torch.Tensor, S: torch.Tensor, order: int) -> torch.Tensor:
     least float32); only the ``(order+1)²`` inner products are accumulated in float64.
     """
     work = R if R.dtype in (torch.float32, torch.float64) else R.float()
-    # Rows (R^j S)ᵀ = Sᵀ (Rᵀ)^j: a p×n by n×n product is several times faster on CPU BLAS than the
-    # n×p-column form for small p, and it is the same arithmetic for a non-symmetric R.
-    V = S.mT.to(work.dtype).expand(*work.shape[:-2], S.shape[-1], S.shape[-2])
+    lead, n = work.shape[:-2], work.shape[-1]
+    flat = work.reshape(-1, n, n)
+    V = S.to(work.dtype)
+    # Columns R^j S by contiguous products: a lone matrix (the optimizers' usual bucket) runs as 2-D
+    # matmuls, a batch as bmm on a materialised sketch. A broadcast (stride-0) sketch or a transposed
+    # operand sends torch's CPU matmul down a path many times slower at these sizes.
+    if flat.shape[0] == 1:
+        R2, V = flat[0], V.reshape(n, V.shape[-1])
+    else:
+        R2, V = flat, V.expand(*lead, n, V.shape[-1]).reshape(-1, n, V.shape[-1])
     vectors = [V]
     for _ in range(order):
-        vectors.append(vectors[-1] @ work.mT)
-    K = torch.stack(vectors, dim=-3).flatten(-2).double()  # (..., order+1, p·n)
-    return K @ K.mT
+        vectors.append(R2 @ vectors[-1])
+    K = torch.stack(vectors, dim=-3).flatten(-2).double()  # (B, order+1, n·p)
+    return (K @ K.mT).reshape(*lead, order + 1, order + 1)
 
 
 def power_hankel(eigenvalues: torch.Tensor, order: int) -> torch.Tensor:
@@ -138,6 +146,12 @@ def minimize_quartic(
     if grid_points < 2:
         raise ValueError(f"alpha_grid_points must be >= 2, got {grid_points}")
     # A diverging iterate has non-finite traces: its α is irrelevant, keep the arithmetic finite.
+    if q.device.type == "cpu" and q.numel() <= 5 * _SCALAR_BATCH:
+        # A few matrices: plain Python floats beat NumPy's per-call overhead on five numbers.
+        rows = q.double().reshape(-1, 5).tolist()
+        grid_list = _grid_list(lo, hi, grid_points)
+        alphas = [_grid_newton_scalar(row, grid_list, lo, hi, solver == "exact") for row in rows]
+        return torch.tensor(alphas, dtype=torch.float64).reshape(q.shape[:-1])
     q = torch.nan_to_num(q.double(), nan=0.0, posinf=0.0, neginf=0.0)
     if q.device.type == "cpu":
         grid, powers = _grid_numpy(lo, hi, grid_points)
@@ -169,6 +183,36 @@ def _grid_newton(
         return (((q4 * a + q3) * a + q2) * a + q1) * a
 
     return xp.where(objective(alpha) < objective(best), alpha, best)
+
+
+_SCALAR_BATCH = 4  # up to this many matrices per call, the CPU solve runs on Python floats
+
+
+def _grid_newton_scalar(
+    q: list[float], grid: list[float], lo: float, hi: float, refine: bool
+) -> float:
+    """:func:`_grid_newton` for one matrix on Python floats (same grid, same Newton steps)."""
+    _, q1, q2, q3, q4 = (v if math.isfinite(v) else 0.0 for v in q)
+
+    def objective(a: float) -> float:  # Q(α) − q0
+        return (((q4 * a + q3) * a + q2) * a + q1) * a
+
+    values = [objective(a) for a in grid]
+    best = grid[values.index(min(values))]  # first minimum: ties go to lo, as argmin
+    if not refine:
+        return best
+    alpha = best
+    for _ in range(_NEWTON_STEPS):
+        slope = ((4 * q4 * alpha + 3 * q3) * alpha + 2 * q2) * alpha + q1
+        curvature = (12 * q4 * alpha + 6 * q3) * alpha + 2 * q2
+        if curvature > 0:
+            alpha = min(max(alpha - slope / curvature, lo), hi)
+    return alpha if objective(alpha) < objective(best) else best
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_list(lo: float, hi: float, points: int) -> list[float]:
+    return np.linspace(lo, hi, points).tolist()
 
 
 @functools.lru_cache(maxsize=64)

@@ -53,6 +53,25 @@ class DistributedPrismMuon(PrismMuon):
         super().__init__(params, **kwargs)
         self.mode = mode
         self.process_group = process_group
+        if mode == "sharded":
+            self._check_equal_shards()
+
+    def _check_equal_shards(self) -> None:
+        """Sharded mode gathers equal dim-0 shards (``gather``/``scatter`` need equal sizes): refuse
+        anything else at construction, naming the parameter and the rows each rank holds."""
+        rows = [int(p.shape[0]) for g in self.param_groups if g["use_muon"] for p in g["params"]]
+        mine = torch.tensor(rows, dtype=torch.int64)
+        world = dist.get_world_size(self.process_group)
+        every = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(every, mine, group=self.process_group)
+        for k in range(len(rows)):
+            per_rank = [int(t[k]) for t in every]
+            if len(set(per_rank)) > 1 or per_rank[0] < 1:
+                raise ValueError(
+                    f"mode='sharded' needs every rank to hold an equal, non-empty dim-0 shard of each "
+                    f"matrix; Muon parameter {k} has rows {per_rank} across the {world} ranks (pad "
+                    "the matrix to a multiple of the world size, or use mode='replicated')"
+                )
 
     def _owner(self, k: int) -> tuple[bool, int]:
         """Whether this rank owns the ``k``-th matrix, and the owner's global rank."""

@@ -52,6 +52,8 @@ class PrismMuon(torch.optim.Optimizer):
     Args:
         params: parameters or groups (see the module docstring for ``use_muon``).
         lr, momentum, nesterov, weight_decay: the Muon rule (Keller's ``lr`` 0.02, momentum 0.95).
+            Everything after ``lr`` is keyword-only: ``torch.optim.Muon`` and Keller's Muon take
+            ``(params, lr, weight_decay, momentum, …)`` positionally, ours would silently differ.
         ns_steps, degree, sketch_dim, sketch_seed, fit, alpha_solver: PRISM settings (5 steps of
             degree 5, an 8-column sketch per parameter, fixed from ``sketch_seed`` and kept in the state).
         adjust_lr: shape factor, see :func:`muon_scale` (``adjust_lr_fn``: torch's names for it).
@@ -64,6 +66,8 @@ class PrismMuon(torch.optim.Optimizer):
         ns_coefficients, eps: ``torch.optim.Muon``'s: with ``ns_coefficients=(a, b, c)`` the fixed
             Newton–Schulz quintic replaces PRISM (``eps`` as torch: divide by ``max(‖G‖_F, eps)``;
             ``eps=None``, the default, normalises without any eps, so no input scale collapses).
+        fixed_alpha_steps: the first this many PRISM iterations use the fixed α (the upper bound,
+            29/20 for degree 5) instead of a fit, as the paper's App. E.2 does (0: fit every step).
         log_alphas: keep the α of every PRISM call in :attr:`alpha_log` (a host sync per call).
     """
 
@@ -71,6 +75,7 @@ class PrismMuon(torch.optim.Optimizer):
         self,
         params: Iterable[Any],
         lr: float = 0.02,
+        *,
         momentum: float = 0.95,
         nesterov: bool = True,
         weight_decay: float = 0.0,
@@ -87,7 +92,7 @@ class PrismMuon(torch.optim.Optimizer):
         compute_dtype: torch.dtype | None = None,
         spectral_rescale: bool = False,
         update_scale: str = "muon",
-        *,
+        fixed_alpha_steps: int = 0,
         ns_coefficients: tuple[float, float, float] | None = None,
         eps: float | None = None,
         adjust_lr_fn: str | None = None,
@@ -107,6 +112,7 @@ class PrismMuon(torch.optim.Optimizer):
             degree=degree, sketch_dim=sketch_dim, sketch_seed=sketch_seed, fit=fit,
             alpha_solver=alpha_solver, adjust_lr=adjust_lr, compute_dtype=compute_dtype,
             spectral_rescale=spectral_rescale, update_scale=update_scale,
+            fixed_alpha_steps=fixed_alpha_steps,
             ns_coefficients=_check_coefficients(ns_coefficients), eps=eps,
         )  # fmt: skip
         self.alpha_log: list[torch.Tensor] | None = [] if log_alphas else None
@@ -153,6 +159,11 @@ class PrismMuon(torch.optim.Optimizer):
     def _validate_muon_group(self, group: dict[str, Any]) -> None:
         if not group["lr"] >= 0:
             raise ValueError(f"lr must be >= 0, got {group['lr']!r}")
+        if not isinstance(group["nesterov"], bool):
+            raise TypeError(f"nesterov must be a bool, got {group['nesterov']!r}")
+        fas = group.setdefault("fixed_alpha_steps", 0)
+        if isinstance(fas, bool) or not isinstance(fas, int) or fas < 0:
+            raise ValueError(f"fixed_alpha_steps must be an int >= 0, got {fas!r}")
         if not 0 <= group["momentum"] < 1:
             raise ValueError(f"momentum must be in [0, 1), got {group['momentum']}")
         if not group["weight_decay"] >= 0:
@@ -182,6 +193,7 @@ class PrismMuon(torch.optim.Optimizer):
         key = (
             group["ns_steps"], group["degree"], group["sketch_dim"], group["fit"],
             group["alpha_solver"], group["spectral_rescale"], group["sketch_seed"], dtype,
+            group.get("fixed_alpha_steps", 0),
         )  # fmt: skip
         cached = self._options.get(id(group))
         if cached is not None and cached[0] == key:
@@ -189,7 +201,7 @@ class PrismMuon(torch.optim.Optimizer):
         opts = PrismOptions(
             steps=key[0], degree=key[1], sketch_dim=key[2], fit=key[3], alpha_solver=key[4],
             spectral_rescale=key[5], sketch_seed=key[6], compute_dtype=dtype, check_finite=False,
-            return_info=self.alpha_log is not None,
+            return_info=self.alpha_log is not None, fixed_alpha_steps=key[8],
         )  # fmt: skip
         self._options[id(group)] = (key, opts)
         return opts
