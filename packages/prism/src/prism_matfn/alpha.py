@@ -71,6 +71,12 @@ def krylov_gram(R: torch.Tensor, S: torch.Tensor, order: int) -> torch.Tensor:
     ``S`` is ``(n, p)`` (shared by the batch) or ``(..., n, p)``. The products run in ``R``'s dtype (at
     least float32); only the ``(order+1)²`` inner products are accumulated in float64.
     """
+    K = _krylov_vectors(R, S, order).double()
+    return (K @ K.mT).reshape(*R.shape[:-2], order + 1, order + 1)
+
+
+def _krylov_vectors(R: torch.Tensor, S: torch.Tensor, order: int) -> torch.Tensor:
+    """``vec(R^j S)`` for ``j = 0..order`` as rows, shape ``(B, order+1, n·p)`` in ``R``'s dtype."""
     work = R if R.dtype in (torch.float32, torch.float64) else R.float()
     lead, n = work.shape[:-2], work.shape[-1]
     flat = work.reshape(-1, n, n)
@@ -85,8 +91,7 @@ def krylov_gram(R: torch.Tensor, S: torch.Tensor, order: int) -> torch.Tensor:
     vectors = [V]
     for _ in range(order):
         vectors.append(R2 @ vectors[-1])
-    K = torch.stack(vectors, dim=-3).flatten(-2).double()  # (B, order+1, n·p)
-    return (K @ K.mT).reshape(*lead, order + 1, order + 1)
+    return torch.stack(vectors, dim=-3).flatten(-2).reshape(-1, order + 1, n * V.shape[-1])
 
 
 def power_hankel(eigenvalues: torch.Tensor, order: int) -> torch.Tensor:
@@ -247,6 +252,13 @@ def fit_alpha(
     order = residual_polynomials(degree).shape[1] - 1
     if S is None:
         M = power_hankel(torch.linalg.eigvalsh(R.double()), order)
+    elif R.device.type == "cpu" and R.shape[:-2].numel() <= _SCALAR_BATCH:
+        # A few CPU matrices: the float64 Gram and the quartic's coefficients in NumPy (a fraction of
+        # torch's per-op cost at 6×6), the same arithmetic as krylov_gram + objective_coefficients.
+        K = _krylov_vectors(R, S, order).numpy().astype(np.float64)
+        q_np = np.einsum("bip,bjp->bij", K, K).reshape(len(K), -1) @ objective_map(degree)
+        q = torch.from_numpy(q_np).reshape(*R.shape[:-2], 5)
+        return minimize_quartic(q, bounds or ALPHA_BOUNDS[degree], solver, grid_points)
     else:
         M = krylov_gram(R, S, order)
     q = objective_coefficients(M, degree)
