@@ -256,7 +256,8 @@ def fit_alpha(
         # A few CPU matrices: the float64 Gram and the quartic's coefficients in NumPy (a fraction of
         # torch's per-op cost at 6×6), the same arithmetic as krylov_gram + objective_coefficients.
         K = _krylov_vectors(R, S, order).numpy().astype(np.float64)
-        q_np = np.einsum("bip,bjp->bij", K, K).reshape(len(K), -1) @ objective_map(degree)
+        with np.errstate(invalid="ignore", over="ignore"):  # a diverging iterate: α is moot
+            q_np = np.einsum("bip,bjp->bij", K, K).reshape(len(K), -1) @ objective_map(degree)
         q = torch.from_numpy(q_np).reshape(*R.shape[:-2], 5)
         return minimize_quartic(q, bounds or ALPHA_BOUNDS[degree], solver, grid_points)
     else:
