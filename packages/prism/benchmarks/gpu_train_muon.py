@@ -20,7 +20,7 @@ import numpy as np
 import prism_matfn as pm
 import torch
 from prism_matfn.optim import PrismMuon
-from prism_matfn.training import MuonBaseline
+from prism_matfn.training import MUON_COEFFICIENTS
 from torch import nn
 
 
@@ -80,8 +80,11 @@ def make_optimizer(name: str, model: GPT, lr_scale: float) -> torch.optim.Optimi
     hidden = [p for b in model.blocks for p in b.parameters() if p.ndim >= 2]
     rest = [p for p in model.parameters() if all(p is not h for h in hidden)]
     groups = [{"params": hidden}, {"params": rest, "use_muon": False}]
-    cls = MuonBaseline if name == "muon" else PrismMuon
-    return cls(groups, lr=0.02 * lr_scale, adam_lr=6e-4 * lr_scale)
+    # Both orthogonalise in bfloat16 on CUDA (compute_dtype=None), Muon with Keller's coefficients.
+    extra = {"ns_coefficients": MUON_COEFFICIENTS} if name == "muon" else {}
+    return PrismMuon(
+        groups, lr=0.02 * lr_scale, adam_lr=6e-4 * lr_scale, compute_dtype=torch.bfloat16, **extra
+    )
 
 
 def main() -> None:

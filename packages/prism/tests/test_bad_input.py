@@ -95,3 +95,63 @@ def test_check_finite_false_is_the_silent_fast_path():
         warnings.simplefilter("error")  # no all-zero warning, no host-side checks
         out = pm.polar(torch.zeros(6, 4), check_finite=False)
     assert torch.equal(out, torch.zeros(6, 4))
+
+
+# -- issue 28, section 6 -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", [pm.inv_sqrtm, lambda A, **kw: pm.inv_root(A, 4, **kw)])
+def test_inverse_roots_of_a_singular_psd_matrix_raise_with_the_ridge_hint(fn):
+    # 0.1 returned 23 after 5 steps (1.6e8 after 30) for diag(1, 0)
+    A = torch.diag(torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match="ridge="):
+        fn(A)
+    assert torch.isfinite(fn(A, ridge=1e-3)).all()
+
+
+def test_sqrtm_of_a_singular_psd_matrix_is_fine():
+    A = torch.diag(torch.tensor([4.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(pm.sqrtm(A, steps=30), torch.diag(torch.tensor([2.0, 0.0]).double()))
+
+
+@pytest.mark.parametrize("kwargs", [{"steps": True}, {"sketch_dim": True}, {"steps": 2.0}])
+def test_bool_and_float_counts_are_rejected(kwargs):
+    with pytest.raises(ValueError, match=r"steps|sketch_dim"):
+        pm.polar(torch.randn(4, 3), **kwargs)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 3), (0, 4, 4)])
+def test_empty_matrices_come_back_empty(shape):
+    G = torch.zeros(shape)
+    assert pm.polar(G).shape == shape
+    X, info = pm.polar(G, return_info=True)
+    assert X.shape == shape and info.iterations == 0
+    assert pm.baselines.newton_schulz(G, 5).shape == shape
+    if shape[-1] == shape[-2] or (shape[-1] == 0 and shape[-2] == 0):
+        assert pm.sign(G).shape == shape
+
+
+def test_empty_square_matrices_for_sign_and_roots():
+    E = torch.zeros(0, 0)
+    assert pm.sign(E).shape == (0, 0)
+    assert pm.sqrtm(E).shape == (0, 0)
+    assert pm.inv_sqrtm(E).shape == (0, 0)
+
+
+def test_sign_of_a_singular_matrix_warns():
+    with pytest.warns(RuntimeWarning, match="singular"):
+        pm.sign(torch.diag(torch.tensor([1.0, 0.0])))
+
+
+def test_sign_treats_a_round_off_asymmetric_matrix_as_symmetric():
+    # 0.1 decided symmetry by exact equality: A + Aᵀ computed in another order failed it.
+    g = torch.Generator().manual_seed(0)
+    B = torch.randn(6, 6, generator=g)
+    A = B @ B.T - 2.0 * torch.eye(6)
+    A_noisy = A + 1e-7 * torch.randn(6, 6, generator=g)
+    from prism_matfn.matfn import _is_symmetric
+
+    assert _is_symmetric(A_noisy) and not torch.equal(A_noisy, A_noisy.T)
+    assert not _is_symmetric(B)
+    S = pm.sign(A_noisy, steps=40)
+    torch.testing.assert_close(S @ S, torch.eye(6), atol=1e-3, rtol=0)

@@ -1,7 +1,11 @@
-"""DistributedPrismMuon on CPU with gloo and two forked processes, against single-process PrismMuon."""
+"""DistributedPrismMuon on CPU with gloo: two forked ranks running tests/dist_worker.py's ``main``
+(fork: no torch re-import, nothing to unpickle), against single-process PrismMuon, and a timing check
+that the ranks compute at the same time. A rank that does not finish is killed, never waited on."""
 
+import importlib.util
 import multiprocessing
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,77 +13,84 @@ import torch.distributed as dist
 from prism_matfn.distributed import DistributedPrismMuon
 from prism_matfn.optim import PrismMuon
 
-WORLD = 2
-STEPS = 3
+WORKER = Path(__file__).resolve().parent / "dist_worker.py"
+WORLD, STEPS = 2, 3
+SHAPES = [(12, 8), (6, 10), (4, 3, 2, 2), (5,)]
+
+needs_gloo = pytest.mark.skipif(
+    not dist.is_available() or sys.platform != "linux", reason="needs gloo on linux"
+)
 
 
-def shapes():
-    return [(12, 8), (6, 10), (4, 3, 2, 2), (5,)]
-
-
-def make_params():
-    g = torch.Generator().manual_seed(0)
-    return [torch.randn(s, generator=g) for s in shapes()]
-
-
-def grads(step):
-    g = torch.Generator().manual_seed(100 + step)
-    return [torch.randn(s, generator=g) for s in shapes()]
+def make(shapes, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g) for s in shapes]
 
 
 def single_process():
-    params = [torch.nn.Parameter(p) for p in make_params()]
-    opt = PrismMuon(params, lr=0.05, weight_decay=0.1)
+    params = [torch.nn.Parameter(p) for p in make(SHAPES, 0)]
+    opt = PrismMuon(params, lr=0.05, weight_decay=0.1, adam_lr=1e-3)
     for step in range(STEPS):
-        for p, g in zip(params, grads(step), strict=True):
+        for p, g in zip(params, make(SHAPES, 100 + step), strict=True):
             p.grad = g
         opt.step()
     return [p.detach() for p in params], opt.orthogonalize_calls
 
 
-def worker(rank, mode, store, out):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
+def _worker_module():
+    spec = importlib.util.spec_from_file_location("prism_dist_worker", WORKER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_ranks(mode, tmp_path, timing=False, timeout=120):
+    main = _worker_module().main
+    store = tmp_path / "store"
+    outs = [tmp_path / f"rank{r}.pt" for r in range(WORLD)]
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=main, args=(r, mode, str(store), str(outs[r]), timing))
+             for r in range(WORLD)]  # fmt: skip
+    for proc in procs:
+        proc.start()
     try:
-        full = make_params()
-        if mode == "sharded":  # each rank holds a dim-0 half of each matrix; vectors stay whole
-            local = [p.chunk(WORLD)[rank].clone() if p.ndim >= 2 else p.clone() for p in full]
-        else:
-            local = [p.clone() for p in full]
-        params = [torch.nn.Parameter(p) for p in local]
-        opt = DistributedPrismMuon(params, mode=mode, lr=0.05, weight_decay=0.1)
-        for step in range(STEPS):
-            for p, g in zip(params, grads(step), strict=True):
-                p.grad = g.chunk(WORLD)[rank].clone() if (mode == "sharded" and g.ndim >= 2) else g
-            opt.step()
-        torch.save(([p.detach() for p in params], opt.orthogonalize_calls), out)
+        for proc in procs:
+            proc.join(timeout=timeout)
     finally:
-        dist.destroy_process_group()
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    assert [proc.exitcode for proc in procs] == [0] * WORLD
+    return [torch.load(o) for o in outs]
 
 
-@pytest.mark.skipif(
-    not dist.is_available() or sys.platform != "linux", reason="needs gloo and fork"
-)
+@needs_gloo
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
 def test_distributed_matches_single_process(mode, tmp_path):
     expected, calls = single_process()
-    ctx = multiprocessing.get_context("fork")  # no re-import of torch in the children: fast
-    store = tmp_path / "store"
-    outs = [tmp_path / f"rank{r}.pt" for r in range(WORLD)]
-    procs = [ctx.Process(target=worker, args=(r, mode, store, outs[r])) for r in range(WORLD)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout=60)
-        assert proc.exitcode == 0, f"worker exited with {proc.exitcode}"
-    results = [torch.load(o) for o in outs]
-    for r, (params, _) in enumerate(results):
+    results = run_ranks(mode, tmp_path)
+    for r, (params, _, _) in enumerate(results):
         for p, e in zip(params, expected, strict=True):
             want = e.chunk(WORLD)[r] if (mode == "sharded" and e.ndim >= 2) else e
             torch.testing.assert_close(p, want, atol=1e-5, rtol=1e-5)
     # the matrix work is split: each rank orthogonalised only its own share, none twice
-    assert sum(c for _, c in results) == calls
-    assert all(c < calls for _, c in results)
+    assert sum(c for _, c, _ in results) == calls
+    assert all(c < calls for _, c, _ in results)
+
+
+@needs_gloo
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["sharded", "replicated"])
+def test_ranks_compute_at_the_same_time(mode, tmp_path):
+    # 0.1 issue: sharded mode's blocking gather/scatter per matrix made the ranks take turns (overlap
+    # 0.000 s). Now every rank's compute interval of a step overlaps the other's.
+    results = run_ranks(mode, tmp_path, timing=True, timeout=300)
+    a, b = (intervals for _, _, intervals in results)
+    overlap = [max(0.0, min(x[1], y[1]) - max(x[0], y[0])) for x, y in zip(a, b, strict=True)]
+    length = [min(x[1] - x[0], y[1] - y[0]) for x, y in zip(a, b, strict=True)]
+    assert sum(overlap) > 0.25 * sum(length), (overlap, length)
 
 
 def test_needs_an_initialised_group():

@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 from prism_matfn import baselines, optim
 from prism_matfn.alpha import ALPHA_BOUNDS, CLASSIC_ALPHA, fit_alpha
 from prism_matfn.errors import ConvergenceError
-from prism_matfn.integrations import zeropower_via_prism
+from prism_matfn.integrations import dion_newton_schulz, zeropower_via_prism
 from prism_matfn.matfn import (
     PrismInfo,
     PrismOptions,
@@ -33,6 +33,7 @@ __all__ = [
     "PrismOptions",
     "__version__",
     "baselines",
+    "dion_newton_schulz",
     "fit_alpha",
     "gaussian_sketch",
     "inv_root",

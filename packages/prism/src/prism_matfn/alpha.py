@@ -15,6 +15,7 @@ so one fit costs ``deg h`` products ``R · (n×p)`` and a few inner products. Fo
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -53,11 +54,6 @@ def residual_polynomials(degree: int) -> np.ndarray:
     return H
 
 
-@functools.lru_cache(maxsize=32)
-def _residual_polynomials_on(degree: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.as_tensor(residual_polynomials(degree), dtype=dtype, device=device)
-
-
 def evaluate_residual_map(
     r: torch.Tensor, alpha: float | torch.Tensor, degree: int
 ) -> torch.Tensor:
@@ -75,15 +71,27 @@ def krylov_gram(R: torch.Tensor, S: torch.Tensor, order: int) -> torch.Tensor:
     ``S`` is ``(n, p)`` (shared by the batch) or ``(..., n, p)``. The products run in ``R``'s dtype (at
     least float32); only the ``(order+1)²`` inner products are accumulated in float64.
     """
+    K = _krylov_vectors(R, S, order).double()
+    return (K @ K.mT).reshape(*R.shape[:-2], order + 1, order + 1)
+
+
+def _krylov_vectors(R: torch.Tensor, S: torch.Tensor, order: int) -> torch.Tensor:
+    """``vec(R^j S)`` for ``j = 0..order`` as rows, shape ``(B, order+1, n·p)`` in ``R``'s dtype."""
     work = R if R.dtype in (torch.float32, torch.float64) else R.float()
-    # Rows (R^j S)ᵀ = Sᵀ (Rᵀ)^j: a p×n by n×n product is several times faster on CPU BLAS than the
-    # n×p-column form for small p, and it is the same arithmetic for a non-symmetric R.
-    V = S.mT.to(work.dtype).expand(*work.shape[:-2], S.shape[-1], S.shape[-2])
+    lead, n = work.shape[:-2], work.shape[-1]
+    flat = work.reshape(-1, n, n)
+    V = S.to(work.dtype)
+    # Columns R^j S by contiguous products: a lone matrix (the optimizers' usual bucket) runs as 2-D
+    # matmuls, a batch as bmm on a materialised sketch. A broadcast (stride-0) sketch or a transposed
+    # operand sends torch's CPU matmul down a path many times slower at these sizes.
+    if flat.shape[0] == 1:
+        R2, V = flat[0], V.reshape(n, V.shape[-1])
+    else:
+        R2, V = flat, V.expand(*lead, n, V.shape[-1]).reshape(-1, n, V.shape[-1])
     vectors = [V]
     for _ in range(order):
-        vectors.append(vectors[-1] @ work.mT)
-    K = torch.stack(vectors, dim=-3).flatten(-2).double()  # (..., order+1, p·n)
-    return K @ K.mT
+        vectors.append(R2 @ vectors[-1])
+    return torch.stack(vectors, dim=-3).flatten(-2).reshape(-1, order + 1, n * V.shape[-1])
 
 
 def power_hankel(eigenvalues: torch.Tensor, order: int) -> torch.Tensor:
@@ -97,20 +105,28 @@ def power_hankel(eigenvalues: torch.Tensor, order: int) -> torch.Tensor:
 
 def objective_coefficients(M: torch.Tensor, degree: int) -> torch.Tensor:
     """Coefficients ``(q0, …, q4)`` of ``Q(α) = Σ_k q_k α^k = ‖h(R; α) S‖_F²`` from the Krylov Gram ``M``."""
-    H = _residual_polynomials_on(degree, M.dtype, M.device)
-    if M.shape[-1] != H.shape[1]:
-        raise ValueError(
-            f"degree {degree} needs a {H.shape[1]}×{H.shape[1]} Krylov Gram, got {M.shape}"
-        )
-    pair = H @ M @ H.T  # (..., 3, 3): pair[a, b] = H_aᵀ M H_b
-    q = [
-        pair[..., 0, 0],
-        2 * pair[..., 0, 1],
-        2 * pair[..., 0, 2] + pair[..., 1, 1],
-        2 * pair[..., 1, 2],
-        pair[..., 2, 2],
-    ]
-    return torch.stack(q, dim=-1)
+    W = _objective_map_on(degree, M.dtype, M.device)
+    width = residual_polynomials(degree).shape[1]
+    if M.shape[-1] != width or M.shape[-2] != width:
+        raise ValueError(f"degree {degree} needs a {width}×{width} Krylov Gram, got {M.shape}")
+    return M.flatten(-2) @ W  # one small matmul: q is linear in M
+
+
+@functools.cache
+def objective_map(degree: int) -> np.ndarray:
+    """``W`` with ``q = vec(M) @ W``: ``q_k = Σ_{a+b=k} H_aᵀ M H_b``, of shape ``(width², 5)``."""
+    H = residual_polynomials(degree)
+    width = H.shape[1]
+    W = np.zeros((width, width, 5))
+    for a in range(3):
+        for b in range(3):
+            W[:, :, a + b] += np.outer(H[a], H[b])
+    return W.reshape(width * width, 5)
+
+
+@functools.lru_cache(maxsize=32)
+def _objective_map_on(degree: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(objective_map(degree), dtype=dtype, device=device)
 
 
 def minimize_quartic(
@@ -135,6 +151,12 @@ def minimize_quartic(
     if grid_points < 2:
         raise ValueError(f"alpha_grid_points must be >= 2, got {grid_points}")
     # A diverging iterate has non-finite traces: its α is irrelevant, keep the arithmetic finite.
+    if q.device.type == "cpu" and q.numel() <= 5 * _SCALAR_BATCH:
+        # A few matrices: plain Python floats beat NumPy's per-call overhead on five numbers.
+        rows = q.double().reshape(-1, 5).tolist()
+        grid_list = _grid_list(lo, hi, grid_points)
+        alphas = [_grid_newton_scalar(row, grid_list, lo, hi, solver == "exact") for row in rows]
+        return torch.tensor(alphas, dtype=torch.float64).reshape(q.shape[:-1])
     q = torch.nan_to_num(q.double(), nan=0.0, posinf=0.0, neginf=0.0)
     if q.device.type == "cpu":
         grid, powers = _grid_numpy(lo, hi, grid_points)
@@ -166,6 +188,36 @@ def _grid_newton(
         return (((q4 * a + q3) * a + q2) * a + q1) * a
 
     return xp.where(objective(alpha) < objective(best), alpha, best)
+
+
+_SCALAR_BATCH = 4  # up to this many matrices per call, the CPU solve runs on Python floats
+
+
+def _grid_newton_scalar(
+    q: list[float], grid: list[float], lo: float, hi: float, refine: bool
+) -> float:
+    """:func:`_grid_newton` for one matrix on Python floats (same grid, same Newton steps)."""
+    _, q1, q2, q3, q4 = (v if math.isfinite(v) else 0.0 for v in q)
+
+    def objective(a: float) -> float:  # Q(α) − q0
+        return (((q4 * a + q3) * a + q2) * a + q1) * a
+
+    values = [objective(a) for a in grid]
+    best = grid[values.index(min(values))]  # first minimum: ties go to lo, as argmin
+    if not refine:
+        return best
+    alpha = best
+    for _ in range(_NEWTON_STEPS):
+        slope = ((4 * q4 * alpha + 3 * q3) * alpha + 2 * q2) * alpha + q1
+        curvature = (12 * q4 * alpha + 6 * q3) * alpha + 2 * q2
+        if curvature > 0:
+            alpha = min(max(alpha - slope / curvature, lo), hi)
+    return alpha if objective(alpha) < objective(best) else best
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_list(lo: float, hi: float, points: int) -> list[float]:
+    return np.linspace(lo, hi, points).tolist()
 
 
 @functools.lru_cache(maxsize=64)
@@ -200,6 +252,14 @@ def fit_alpha(
     order = residual_polynomials(degree).shape[1] - 1
     if S is None:
         M = power_hankel(torch.linalg.eigvalsh(R.double()), order)
+    elif R.device.type == "cpu" and R.shape[:-2].numel() <= _SCALAR_BATCH:
+        # A few CPU matrices: the float64 Gram and the quartic's coefficients in NumPy (a fraction of
+        # torch's per-op cost at 6×6), the same arithmetic as krylov_gram + objective_coefficients.
+        K = _krylov_vectors(R, S, order).numpy().astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):  # a diverging iterate: α is moot
+            q_np = np.einsum("bip,bjp->bij", K, K).reshape(len(K), -1) @ objective_map(degree)
+        q = torch.from_numpy(q_np).reshape(*R.shape[:-2], 5)
+        return minimize_quartic(q, bounds or ALPHA_BOUNDS[degree], solver, grid_points)
     else:
         M = krylov_gram(R, S, order)
     q = objective_coefficients(M, degree)

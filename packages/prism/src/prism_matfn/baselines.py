@@ -48,6 +48,10 @@ def newton_schulz(
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
     X, out_dtype = prepare(G, "newton_schulz", compute_dtype, check_finite)
+    if X.numel() == 0:  # nothing to iterate on
+        empty = torch.zeros(0, *X.shape[:-2], dtype=torch.float64)
+        out = X.to(out_dtype)
+        return (out, PrismInfo(empty, empty, 0, max(min(X.shape[-2:]), 1))) if return_info else out
     transposed = X.shape[-2] < X.shape[-1]
     if transposed:
         X = X.mT

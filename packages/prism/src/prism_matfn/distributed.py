@@ -8,7 +8,9 @@ Two layouts, as distributed Muon implementations have them:
   matrix work.
 - ``mode="sharded"`` (FSDP-style): every rank holds an equal dim-0 shard of each Muon matrix. The
   momentum-blended shards are gathered to the matrix's owner, orthogonalised as one matrix (the polar
-  factor is not row-separable), and scattered back: gather–orthogonalise–scatter.
+  factor is not row-separable), and scattered back. Every collective is posted asynchronously: all
+  gathers, then each rank orthogonalises its own matrices (batched by shape) while the others are in
+  flight, then all scatters, so the ranks compute at the same time.
 
 AdamW parameters are updated locally on every rank, as in :class:`~prism_matfn.optim.PrismMuon`.
 """
@@ -21,7 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from prism_matfn.optim.muon import PrismMuon
+from prism_matfn.optim.muon import Item, PrismMuon
 
 MODES: tuple[str, ...] = ("replicated", "sharded")
 
@@ -51,6 +53,25 @@ class DistributedPrismMuon(PrismMuon):
         super().__init__(params, **kwargs)
         self.mode = mode
         self.process_group = process_group
+        if mode == "sharded":
+            self._check_equal_shards()
+
+    def _check_equal_shards(self) -> None:
+        """Sharded mode gathers equal dim-0 shards (``gather``/``scatter`` need equal sizes): refuse
+        anything else at construction, naming the parameter and the rows each rank holds."""
+        rows = [int(p.shape[0]) for g in self.param_groups if g["use_muon"] for p in g["params"]]
+        mine = torch.tensor(rows, dtype=torch.int64)
+        world = dist.get_world_size(self.process_group)
+        every = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(every, mine, group=self.process_group)
+        for k in range(len(rows)):
+            per_rank = [int(t[k]) for t in every]
+            if len(set(per_rank)) > 1 or per_rank[0] < 1:
+                raise ValueError(
+                    f"mode='sharded' needs every rank to hold an equal, non-empty dim-0 shard of each "
+                    f"matrix; Muon parameter {k} has rows {per_rank} across the {world} ranks (pad "
+                    "the matrix to a multiple of the world size, or use mode='replicated')"
+                )
 
     def _owner(self, k: int) -> tuple[bool, int]:
         """Whether this rank owns the ``k``-th matrix, and the owner's global rank."""
@@ -61,44 +82,61 @@ class DistributedPrismMuon(PrismMuon):
         )
         return dist.get_rank(self.process_group) == owner, global_owner
 
-    def _muon_step(self, items: list[tuple[torch.Tensor, dict[str, Any], int]]) -> None:
+    def _muon_step(self, items: list[Item]) -> None:
         if self.mode == "replicated":
             self._replicated_step(items)
         else:
             self._sharded_step(items)
 
-    def _replicated_step(self, items: list[tuple[torch.Tensor, dict[str, Any], int]]) -> None:
-        outs, handles = [], []
-        for k, (p, group, index) in enumerate(items):
-            update = self._momentum_update(p, group)
-            mine, _ = self._owner(k)
-            if mine:
-                # contiguous: a collective sends raw storage (polar of a wide matrix is a transposed view)
-                O = self._orthogonalize_counted(p, update, group, index).contiguous()
-            else:
-                O = torch.empty(update.shape, dtype=torch.float32, device=update.device)
-            outs.append(O)
-        # Every rank has computed its own share before any broadcast, so the shares run in parallel.
-        for k, O in enumerate(outs):
-            _, src = self._owner(k)
-            handles.append(dist.broadcast(O, src=src, group=self.process_group, async_op=True))
+    def _replicated_step(self, items: list[Item]) -> None:
+        updates = [self._momentum_update(p, group) for p, group, _ in items]
+        mine = [k for k in range(len(items)) if self._owner(k)[0]]
+        # Every rank computes its own share (batched by shape) before any broadcast.
+        computed = self._orthogonalize_many([items[k] for k in mine], [updates[k] for k in mine])
+        outs = [torch.empty(u.shape, dtype=torch.float32, device=u.device) for u in updates]
+        for k, O in zip(mine, computed, strict=True):
+            outs[k] = O.contiguous()  # a collective sends raw storage (O may be a transposed view)
+        handles = [
+            dist.broadcast(O, src=self._owner(k)[1], group=self.process_group, async_op=True)
+            for k, O in enumerate(outs)
+        ]
         for handle in handles:
             handle.wait()
         for (p, group, _), O in zip(items, outs, strict=True):
             self._apply(p, group, O)
 
-    def _sharded_step(self, items: list[tuple[torch.Tensor, dict[str, Any], int]]) -> None:
+    def _sharded_step(self, items: list[Item]) -> None:
+        """Post every gather at once, orthogonalise the owned matrices while the others' travel,
+        then post every scatter: the ranks compute at the same time instead of taking turns."""
         world = dist.get_world_size(self.process_group)
-        for k, (p, group, index) in enumerate(items):
-            shard = self._momentum_update(p, group).float().contiguous()
+        shards = [self._momentum_update(p, group).float().contiguous() for p, group, _ in items]
+        gathered: dict[int, list[torch.Tensor]] = {}
+        handles = []
+        for k, shard in enumerate(shards):
             mine, owner = self._owner(k)
             pieces = [torch.empty_like(shard) for _ in range(world)] if mine else None
-            dist.gather(shard, pieces, dst=owner, group=self.process_group)
-            chunks = None
-            if pieces is not None:  # this rank owns the matrix
-                full = torch.cat(pieces, dim=0)
-                O = self._orthogonalize_counted(p, full, group, index)
-                chunks = [c.contiguous() for c in O.chunk(world, dim=0)]
-            out = torch.empty_like(shard)
-            dist.scatter(out, chunks, src=owner, group=self.process_group)
+            if pieces is not None:
+                gathered[k] = pieces
+            handles.append(
+                dist.gather(shard, pieces, dst=owner, group=self.process_group, async_op=True)
+            )
+        mine_ks = sorted(gathered)
+        for k in mine_ks:
+            handles[k].wait()
+        full = [torch.cat(gathered[k], dim=0) for k in mine_ks]
+        computed = self._orthogonalize_many([items[k] for k in mine_ks], full)
+        chunks = {k: [c.contiguous() for c in O.chunk(world, dim=0)]
+                  for k, O in zip(mine_ks, computed, strict=True)}  # fmt: skip
+        for k in range(len(items)):
+            if k not in gathered:
+                handles[k].wait()
+        outs = [torch.empty_like(shard) for shard in shards]
+        scatters = [
+            dist.scatter(out, chunks.get(k), src=self._owner(k)[1], group=self.process_group,
+                         async_op=True)
+            for k, out in enumerate(outs)
+        ]  # fmt: skip
+        for handle in scatters:
+            handle.wait()
+        for (p, group, _), out in zip(items, outs, strict=True):
             self._apply(p, group, out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from prism_matfn.inputs import square_symmetric
+from prism_matfn.inputs import _plain, square_symmetric
 from shared_core.kernels import HAS_TRITON, autotune_configs, dispatch
 
 
@@ -17,8 +17,8 @@ def step_matrix_reference(
     R: torch.Tensor, alpha: torch.Tensor, symmetric: bool = True
 ) -> torch.Tensor:
     """``I + R/2 + α R²`` for ``R`` of shape ``(..., n, n)`` and ``alpha`` of shape ``(...)``."""
-    R2 = square_symmetric(R) if symmetric else R @ R
-    T = R * 0.5 + alpha.to(R.dtype)[..., None, None] * R2
+    T = square_symmetric(R) if symmetric else R @ R
+    T.mul_(alpha.to(R.dtype)[..., None, None]).add_(R, alpha=0.5)
     T.diagonal(dim1=-2, dim2=-1).add_(1.0)
     return T
 
@@ -118,6 +118,8 @@ def step_matrix(
 
     float64 always takes the reference (the kernel accumulates in float32).
     """
+    if backend == "auto" and _plain(R):
+        return step_matrix_reference(R, alpha, symmetric)
     if R.dtype == torch.float64:
         backend = "torch"
     return dispatch(backend, step_matrix_reference, step_matrix_triton, R)(R, alpha, symmetric)

@@ -7,6 +7,13 @@ import warnings
 import torch
 
 from shared_core.kernels import gram
+from shared_core.kernels.backends import interpreting
+
+
+def _plain(X: torch.Tensor) -> bool:
+    """float64, or a CPU tensor outside the triton interpreter: a plain matmul, no dispatch (its
+    per-call overhead is a third of a small PRISM step on the CPU)."""
+    return X.dtype == torch.float64 or (not X.is_cuda and not interpreting())
 
 
 def prepare(
@@ -76,7 +83,7 @@ def gram_t(X: torch.Tensor) -> torch.Tensor:
     """``Xᵀ X`` over the last two dims: shared-core's :func:`~shared_core.kernels.gram` (half the flops,
     triton on GPU), except float64, whose plain matmul keeps float64 on every device (shared-core's
     triton kernel accumulates in float32; its CPU reference would keep float64 too)."""
-    if X.dtype == torch.float64:
+    if _plain(X):
         return X.mT @ X
     return gram(X.mT)
 
@@ -85,6 +92,8 @@ def square_symmetric(R: torch.Tensor) -> torch.Tensor:
     """``R @ R`` for a symmetric ``R`` (``gram(R) = R Rᵀ = R²``); float64 as in :func:`gram_t`."""
     if R.dtype == torch.float64:
         return R @ R
+    if _plain(R):
+        return R @ R.mT  # gram's own reference, without the dispatch
     return gram(R)
 
 

@@ -7,8 +7,8 @@ exact (eigh) and PRISM inverse roots. Each run returns its loss curve, test accu
 from __future__ import annotations
 
 import importlib.util
+import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +16,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from prism_matfn.baselines import newton_schulz
+from prism_matfn.alpha import ALPHA_BOUNDS
 from prism_matfn.optim import PrismMuon, PrismShampoo
-from prism_matfn.optim.muon import muon_scale
 from shared_core.cli import progress
 
-
-class MuonBaseline(PrismMuon):
-    """Muon as KellerJordan/Muon runs it: the fixed quintic (3.4445, −4.7750, 2.0315), 5 steps, Keller
-    scaling, no renormalisation of the output. Same momentum and AdamW rules as :class:`PrismMuon`."""
-
-    @torch.no_grad()
-    def orthogonalize(
-        self, update: torch.Tensor, group: dict[str, Any], sketch: torch.Tensor
-    ) -> torch.Tensor:
-        O = newton_schulz(update, group["ns_steps"], "muon", check_finite=False)
-        assert isinstance(O, torch.Tensor)
-        return O.float() * muon_scale(update.shape, group["adjust_lr"])
+MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+"""Keller's quintic: what ``torch.optim.Muon`` and KellerJordan/Muon run (here in float32)."""
 
 
 def digits(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -91,38 +80,108 @@ def train(
     steps: int,
     batch: int = 64,
     seed: int = 0,
+    probe: list[torch.Tensor] | None = None,
+    probe_every: int = 25,
 ) -> dict[str, Any]:
-    """Minibatch training; returns ``losses`` (per step), ``test_accuracy`` and ``optimizer_s``."""
+    """Minibatch training; returns ``losses`` (per step), ``test_accuracy`` and ``optimizer_s``.
+
+    With ``probe`` (the hidden matrices), every ``probe_every`` steps it also measures the spectral
+    norm of each matrix's step divided by the group's lr (``update_spectral_norm``, the mean): the
+    effective step size at equal nominal lr.
+    """
     x, y, x_test, y_test = data
     g = torch.Generator().manual_seed(seed)
-    losses, opt_time = [], 0.0
-    for _ in progress(range(steps), desc=f"training ({type(optimizer).__name__})", leave=False):
+    losses, opt_time, norms = [], 0.0, []
+    lr = optimizer.param_groups[0]["lr"]
+    for i in progress(range(steps), desc=f"training ({type(optimizer).__name__})", leave=False):
         idx = torch.randint(len(x), (batch,), generator=g)
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
         loss.backward()
+        measure = probe is not None and i % probe_every == probe_every - 1
+        before = [w.detach().clone() for w in probe] if measure and probe is not None else []
         start = time.perf_counter()
         optimizer.step()
         opt_time += time.perf_counter() - start
+        for w, w0 in zip(probe or [], before, strict=False):
+            norms.append(float(torch.linalg.matrix_norm(w.detach() - w0, ord=2)) / lr)
         losses.append(loss.item())
     with torch.no_grad():
         accuracy = (model(x_test).argmax(1) == y_test).float().mean().item()
-    return {"losses": losses, "test_accuracy": accuracy, "optimizer_s": opt_time}
+    spectral = sum(norms) / len(norms) if norms else math.nan
+    return {"losses": losses, "test_accuracy": accuracy, "optimizer_s": opt_time,
+            "update_spectral_norm": spectral}  # fmt: skip
 
 
-def muon_comparison(steps: int, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """AdamW vs Muon vs PrismMuon on the digits MLP, same initialisation and batches."""
-    data = digits(seed)
-    runs: dict[str, Callable[[nn.Sequential], torch.optim.Optimizer]] = {
-        "AdamW": lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.0),
-        "Muon": lambda m: MuonBaseline(muon_groups(m), lr=0.02, adam_lr=1e-3),
-        "PrismMuon": lambda m: PrismMuon(muon_groups(m), lr=0.02, adam_lr=1e-3),
+ADAM_LR = 1e-3
+"""lr of the AdamW side (head and vectors) of every Muon-type run: one value, shared by all."""
+LR_GRIDS: dict[str, tuple[float, ...]] = {
+    "AdamW": (3e-4, 1e-3, 3e-3),
+    "Muon": (0.01, 0.02, 0.04),
+    "PrismMuon": (0.01, 0.02, 0.04),
+    "PrismMuon-frobenius": (0.02,),
+}
+"""One small grid per optimizer (the same grid for Muon and PrismMuon), searched on tuning seeds.
+PrismMuon-frobenius is the 0.1 behaviour (Frobenius rescale at lr 0.02), a control, not tuned."""
+
+
+def make_optimizer(
+    name: str, model: nn.Sequential, lr: float, **extra: Any
+) -> torch.optim.Optimizer:
+    """The optimizers of the comparison: Muon is ``PrismMuon`` with Keller's fixed coefficients, so
+    momentum, AdamW side and batching are shared and only the orthogonaliser differs."""
+    if name == "AdamW":
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    table: dict[str, dict[str, Any]] = {
+        "Muon": {"ns_coefficients": MUON_COEFFICIENTS},
+        "PrismMuon": {},
+        "PrismMuon-frobenius": {"update_scale": "frobenius"},
     }
-    out = {}
-    for name, make in runs.items():
+    options = table[name]
+    return PrismMuon(muon_groups(model), lr=lr, adam_lr=ADAM_LR, **options, **extra)
+
+
+def final_loss(losses: list[float], window: int) -> float:
+    """Mean of the last ``window`` training losses."""
+    return sum(losses[-window:]) / len(losses[-window:])
+
+
+def muon_comparison(
+    steps: int, tune_seeds: tuple[int, ...], eval_seeds: tuple[int, ...],
+    grids: dict[str, tuple[float, ...]] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """AdamW vs Muon vs PrismMuon (and PrismMuon with the Frobenius update scale) on the digits MLP.
+
+    Equal budget (``steps`` minibatches of 64); each optimizer's lr is picked from its grid by the
+    mean final loss over ``tune_seeds``, then it is rerun on fresh ``eval_seeds`` (initialisation and
+    batch order; the data split is fixed). A last PrismMuon run logs α on the first evaluation seed.
+    """
+    grids = grids or LR_GRIDS
+    data = digits(0)
+    window = max(1, steps // 10)
+
+    def run(name: str, lr: float, seed: int, **extra: Any) -> tuple[dict[str, Any], Any]:
         model = mlp(seed)
-        out[name] = train(model, make(model), data, steps, seed=seed)
-    return out
+        opt = make_optimizer(name, model, lr, **extra)
+        probe = [p for p in muon_groups(model)[0]["params"]]
+        return train(model, opt, data, steps, seed=seed, probe=probe), opt
+
+    tuning: dict[str, dict[float, list[float]]] = {}
+    chosen: dict[str, float] = {}
+    for name, grid in grids.items():
+        tuning[name] = {lr: [final_loss(run(name, lr, s)[0]["losses"], window) for s in tune_seeds]
+                        for lr in grid}  # fmt: skip
+        losses = tuning[name]
+        chosen[name] = min(grid, key=lambda lr: sum(losses[lr]))
+    runs = {name: [run(name, chosen[name], s)[0] for s in eval_seeds] for name in grids}
+    _, opt = run("PrismMuon", chosen["PrismMuon"], eval_seeds[0], log_alphas=True)
+    assert isinstance(opt, PrismMuon) and opt.alpha_log is not None
+    alphas = torch.cat([a.reshape(len(a), -1) for a in opt.alpha_log], dim=1)  # (k, calls)
+    at_bound = (alphas >= ALPHA_BOUNDS[5][1] - 1e-9).double()
+    return {"tuning": {n: {str(lr): v for lr, v in t.items()} for n, t in tuning.items()},
+            "chosen": chosen, "runs": runs, "window": window,
+            "alpha_at_upper_bound": at_bound.mean(1).tolist(),
+            "alpha_mean": alphas.mean(1).tolist()}  # fmt: skip
 
 
 def shampoo_comparison(steps: int, seed: int = 0) -> dict[str, dict[str, Any]]:

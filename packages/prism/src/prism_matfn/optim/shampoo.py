@@ -31,8 +31,9 @@ def factor_inv_root(
     n = A.shape[-1]
     # The ridge is relative to the factor's scale as well, so a tiny ε cannot leave an exactly
     # singular factor (rank-1 after one step) with an unbounded root.
-    ridge = epsilon + 1e-6 * float(A.diagonal().mean().clamp_min(0))
-    shifted = A + ridge * torch.eye(n, dtype=A.dtype, device=A.device)
+    # A 0-d tensor, not a float: no device→host synchronisation per factor on a GPU.
+    ridge = epsilon + 1e-6 * A.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(0)
+    shifted = A + ridge[..., None, None] * torch.eye(n, dtype=A.dtype, device=A.device)
     if matrix_fn == "eigh":
         return eigh_inv_root(shifted.double(), root).to(A.dtype)
     fixed = {"fit": "fixed", "alpha": CLASSIC_ALPHA[5]} if matrix_fn == "newton" else {}
@@ -105,7 +106,7 @@ class PrismShampoo(torch.optim.Optimizer):
         super().__init__(params, defaults)
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = None
         if closure is not None:
             with torch.enable_grad():

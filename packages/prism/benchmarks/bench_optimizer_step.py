@@ -1,0 +1,91 @@
+"""PrismMuon's optimizer step against Muon's, as ratios measured in one run (issue 28, section 4).
+
+    python packages/prism/benchmarks/bench_optimizer_step.py [--repeats 7] [--gpt-repeats 2]
+
+Target: PrismMuon step ≤ 1.3× Muon's step on (a) the reproduction's digits MLP (hidden matrices
+256×64 and 256×256) and (b) a 12-layer GPT-2-small-shaped set of hidden matrices (per layer 2304×768
+qkv, 768×768 attention out, 3072×768 and 768×3072 MLP), CPU float32, one thread.
+
+"Muon" is ``PrismMuon(ns_coefficients=Keller's)``: the same momentum, batching and update code with
+the fixed quintic, so the ratio is the orthogonaliser's cost. ``torch.optim.Muon`` (per-matrix, bf16 on
+CPU) is timed too on the MLP for reference. Gradients are fixed random tensors; timing is interleaved
+(``shared_core.bench.compare``, median of per-pair ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+
+import torch
+from prism_matfn.optim import PrismMuon
+from prism_matfn.training import MUON_COEFFICIENTS
+
+from shared_core.bench import compare
+
+MLP_SHAPES = [(256, 64), (256, 256)]
+GPT2_LAYER = [(2304, 768), (768, 768), (3072, 768), (768, 3072)]
+
+
+def stepper(make, shapes):
+    g = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s, generator=g) * 0.02) for s in shapes]
+    grads = [torch.randn(s, generator=g) for s in shapes]
+    opt = make(params)
+    for p, gr in zip(params, grads, strict=True):
+        p.grad = gr
+
+    def step():
+        opt.step()
+
+    return step
+
+
+def prism(params):
+    return PrismMuon(params, lr=0.02)
+
+
+def muon(params):
+    return PrismMuon(params, lr=0.02, ns_coefficients=MUON_COEFFICIENTS)
+
+
+def torch_muon(params):
+    return torch.optim.Muon(params, lr=0.02, weight_decay=0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--gpt-repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--gpt-layers", type=int, default=12, help="GPT-2 small has 12")
+    parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    results = []
+    cases = [
+        ("MLP 256x64 + 256x256", MLP_SHAPES, args.repeats, muon, "Muon (ns_coefficients)"),
+        ("MLP 256x64 + 256x256", MLP_SHAPES, args.repeats, torch_muon, "torch.optim.Muon (bf16)"),
+        (f"GPT-2-small hidden matrices, {args.gpt_layers} layers", GPT2_LAYER * args.gpt_layers,
+         args.gpt_repeats, muon, "Muon (ns_coefficients)"),
+    ]  # fmt: skip
+    for name, shapes, repeats, base, base_name in cases:
+        c = compare(stepper(prism, shapes), stepper(base, shapes), name="PrismMuon step",
+                    baseline_name=base_name, repeats=repeats, warmup=1)  # fmt: skip
+        row = {"case": name, "baseline": base_name, "ratio": c.ratio, "q25": c.ratio_q25,
+               "q75": c.ratio_q75, "repeats": repeats, "target": 1.3,
+               "held": c.ratio <= 1.3}  # fmt: skip
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+            "machine": platform.processor() or platform.machine(), "threads": args.threads,
+            "torch": torch.__version__}  # fmt: skip
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
