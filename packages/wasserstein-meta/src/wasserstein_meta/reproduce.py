@@ -190,7 +190,7 @@ def _train_and_test(
 
     import wasserstein_meta as wm
     from wasserstein_meta.baselines import meta_ridge_regression, select_gains
-    from wasserstein_meta.training import meta_train, reference_states, refresh_atoms
+    from wasserstein_meta.training import reference_states, refresh_atoms
 
     torch.manual_seed(seed)
     plant = wm.systems.PFAR()
@@ -205,19 +205,7 @@ def _train_and_test(
         )
         select_gains(ctrl, ens, refs, budget.T, budget.dt, "heun", states=states)
     elif meta:
-        history = meta_train(
-            ctrl,
-            ens,
-            refs,
-            steps=budget.steps,
-            lr=budget.lr,
-            T=budget.T,
-            dt=budget.dt,
-            integrator="heun",
-            val_every=3,
-            seed=seed,
-            progress=progress,
-        )
+        history = _meta_train(ctrl, ens, refs, budget, seed, val_every=3)
     else:
         with torch.no_grad():
             refresh_atoms(ctrl, ens, states)
@@ -235,11 +223,29 @@ def _train_and_test(
     return out
 
 
+def _meta_train(ctrl, ens, refs, budget: Budget | PVTOLBudget, seed: int, val_every: int):
+    """Both systems' meta-training: the budget's steps, lr and horizon, Heun, a progress bar."""
+    from wasserstein_meta.training import meta_train
+
+    return meta_train(
+        ctrl,
+        ens,
+        refs,
+        steps=budget.steps,
+        lr=budget.lr,
+        T=budget.T,
+        dt=budget.dt,
+        integrator="heun",
+        val_every=val_every,
+        seed=seed,
+        progress=progress,
+    )
+
+
 def _pvtol_train_and_test(name: str, budget: PVTOLBudget, train_law, test_laws, seed: int):
     """PVTOL: meta-train the flatness law with ``name``'s adaptation (PID: nominal gains, no
     features), then fly fresh flat-output references in the training and shifted winds."""
     import wasserstein_meta as wm
-    from wasserstein_meta.training import meta_train
 
     torch.manual_seed(seed)
     plant = wm.systems.PVTOL()
@@ -253,19 +259,7 @@ def _pvtol_train_and_test(name: str, budget: PVTOLBudget, train_law, test_laws, 
         feats = wm.MLPFeatures(6, budget.hidden, seed=seed)
         pot = _methods([name], dim=2)[name]()
         ctrl = wm.PVTOLController(plant, feats, pot, wm.PVTOLGains(Gamma=5.0)).double()
-    history = meta_train(
-        ctrl,
-        ens,
-        refs,
-        steps=budget.steps,
-        lr=budget.lr,
-        T=budget.T,
-        dt=budget.dt,
-        integrator="heun",
-        val_every=2,
-        seed=seed,
-        progress=progress,
-    )
+    history = _meta_train(ctrl, ens, refs, budget, seed, val_every=2)
     test_refs = wm.trajectories.random_flat_splines(
         budget.n_test, T=budget.ref_T, knot_scale=budget.knot_scale, seed=10_000 + seed
     )
