@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from mixfp4 import dequantize, quantize_nvfp4
 from mixfp4.baselines import fake_quantize_baseline
 

@@ -123,7 +123,10 @@ def _section_tensors(report: Report, args: ReproduceArgs) -> None:
                 "SQNR MXFP4 dB": r["mxfp4"]["sqnr_db"],
                 "E1M2 blocks": r["e1m2_fraction"],
                 **{f"{BASELINE_LABELS[b]}/NVFP4 MSE": r[b]["mse"] / nv for b in BASELINES},
-                **{f"MixFP4/{BASELINE_LABELS[b]} MSE": r["mixfp4"]["mse"] / r[b]["mse"] for b in BASELINES},
+                **{
+                    f"MixFP4/{BASELINE_LABELS[b]} MSE": r["mixfp4"]["mse"] / r[b]["mse"]
+                    for b in BASELINES
+                },
                 "IF4 INT blocks": r["if4"]["alternative"],
             }
         )
