@@ -147,3 +147,19 @@ def test_2d_nan_poisons_its_whole_tile_under_propagate():
     p = mixfp4.quantize_mixfp4(x, block_2d=True, nan_policy="propagate")
     nan = p.nan_blocks()
     assert nan[:16, 1].all() and int(nan.sum()) == 16
+
+
+def test_2d_bands_of_tiles_equal_one_pass_with_stochastic_rounding(monkeypatch):
+    from mixfp4 import quantizers
+
+    x = _randn(2, 50, 64, seed=8)  # two slices, a partial last tile in each
+
+    def run():
+        gen = torch.Generator().manual_seed(0)
+        return mixfp4.quantize_mixfp4(x, block_2d=True, rounding="stochastic", generator=gen)
+
+    whole = run()
+    monkeypatch.setattr(quantizers, "chunk_blocks", lambda n, itemsize=4: 7)  # one tile row a band
+    again = run()
+    assert again.equal(whole)
+    assert torch.equal(mixfp4.dequantize(again), mixfp4.dequantize(whole))

@@ -492,29 +492,31 @@ def _mixfp4_chunked(
 
 
 def _to_tiles(t: torch.Tensor, rows: int) -> torch.Tensor:
-    """``t`` ``[..., R, nb · B]`` (B = ``rows``) as ``[..., ceil(R / B), nb, B · B]``: each 2-D tile's
-    elements contiguous, row by row; missing rows of the last tile are zeros (they change neither
-    a tile's maximum nor either candidate's error)."""
-    r, k = t.shape[-2], t.shape[-1]
-    t = torch.nn.functional.pad(t, (0, 0, 0, -r % rows))
-    tiles = t.reshape(*t.shape[:-2], t.shape[-2] // rows, rows, k // rows, rows)
-    return tiles.transpose(-3, -2).reshape(
-        *t.shape[:-2], t.shape[-2] // rows, k // rows, rows * rows
-    )
+    """``t`` ``[R, nb · B]`` (B = ``rows``) as ``[ceil(R / B), nb, B · B]``: each 2-D tile's elements
+    contiguous, row by row; missing rows of the last tile are zeros (they change neither a tile's
+    maximum nor either candidate's error)."""
+    if t.shape[0] % rows:
+        t = torch.nn.functional.pad(t, (0, 0, 0, -t.shape[0] % rows))
+    r, k = t.shape
+    tiles = t.reshape(r // rows, rows, k // rows, rows).transpose(1, 2)
+    return tiles.reshape(r // rows, k // rows, rows * rows)
 
 
 def _from_tiles(
-    codes: torch.Tensor, byte: torch.Tensor, shape: torch.Size, rows: int
+    codes: torch.Tensor, byte: torch.Tensor, rows: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inverse of :func:`_to_tiles` for packed ``codes`` ``[..., T, nb, B · B / 2]`` and the tiles'
-    scale bytes ``[..., T, nb]``: row-major codes ``[..., R, K / 2]`` and each byte repeated over its
-    tile's rows ``[..., R, nb]``."""
-    r, k = shape[-2], shape[-1]
-    lead = codes.shape[:-3]
-    per_row = codes.reshape(*codes.shape[:-1], rows, rows // 2).transpose(-3, -2)
-    codes = per_row.reshape(*lead, -1, k // 2)[..., :r, :]
-    byte = byte.repeat_interleave(rows, dim=-2)[..., :r, :]
-    return codes, byte
+    """Inverse of :func:`_to_tiles` for packed ``codes`` ``[T, nb, B · B / 2]`` and the tiles' scale
+    bytes ``[T, nb]``: row-major codes ``[T · B, nb · B / 2]`` and each byte repeated over its
+    tile's rows ``[T · B, nb]`` (rows past the input's are the caller's to drop)."""
+    t, nb = byte.shape
+    per_row = codes.reshape(t, nb, rows, rows // 2).transpose(1, 2)
+    return per_row.reshape(t * rows, nb * rows // 2), byte.repeat_interleave(rows, dim=0)
+
+
+def _tile_max(amax: torch.Tensor, rows: int) -> torch.Tensor:
+    """Per-tile maxima ``[T, nb]`` of the 1-D block maxima ``amax`` ``[R, nb]`` (missing rows: 0)."""
+    padded = torch.nn.functional.pad(amax, (0, 0, 0, -amax.shape[0] % rows))
+    return padded.reshape(-1, rows, amax.shape[-1]).amax(-2)
 
 
 def _quantize_tiles(
@@ -522,25 +524,42 @@ def _quantize_tiles(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """2-D ``block_size × block_size`` tiles (``xp`` padded along K): one scale byte and one format
     choice per tile, from the tile's maximum and the error summed over its ``block_size²`` values;
-    returned in the row-major layout of 1-D blocks (bytes repeated over the tile's rows)."""
+    returned in the row-major layout of 1-D blocks (bytes repeated over the tile's rows).
+
+    Bands of whole tiles, about one 1-D chunk each, are tiled and quantized one at a time: a tiled
+    copy of the whole input would add its size to the peak memory (the ≤ 3× target)."""
     if xp.ndim < 2:
         raise ValueError(
             f"block_2d needs at least 2 dims [..., rows, K], got shape {tuple(xp.shape)}"
         )
-    rows = block_size
-    pad_rows = -xp.shape[-2] % rows
-    tile_amax = torch.nn.functional.pad(amax, (0, 0, 0, pad_rows))
-    tile_amax = tile_amax.reshape(*tile_amax.shape[:-2], -1, rows, tile_amax.shape[-1]).amax(-2)
-    tiles = _to_tiles(xp, rows)
-    codes, byte, saturated = _mixfp4_chunked(
-        tiles,
-        tile_amax,
-        block_size=rows * rows,
-        noise=None if noise is None else _to_tiles(noise, rows),
-        **kw,
+    rows, r, k = block_size, xp.shape[-2], xp.shape[-1]
+    nb = k // rows
+    x3, a3 = xp.reshape(-1, r, k), amax.reshape(-1, r, nb)
+    n3 = None if noise is None else noise.reshape(-1, r, k)
+    codes = torch.empty(x3.shape[0], r, k // 2, dtype=torch.uint8, device=xp.device)
+    byte = torch.empty(x3.shape[0], r, nb, dtype=torch.uint8, device=xp.device)
+    saturated = []
+    step = chunk_blocks(x3.numel() // block_size, xp.element_size())
+    band = rows * max(1, step // max(1, nb * rows))
+    for i in range(x3.shape[0]):
+        for r0 in range(0, r, band):
+            part = slice(r0, min(r, r0 + band))
+            tiles = _to_tiles(x3[i, part], rows)
+            c, b, sat = _mixfp4_reference(
+                tiles.reshape(-1, rows * rows).float(),
+                _tile_max(a3[i, part], rows).reshape(-1, 1),
+                block_size=rows * rows,
+                noise=None if n3 is None else _to_tiles(n3[i, part], rows).reshape(tiles.shape),
+                **kw,
+            )
+            c, b = _from_tiles(c.reshape(*tiles.shape[:-1], -1), b.reshape(tiles.shape[:-1]), rows)
+            codes[i, part], byte[i, part] = c[: part.stop - r0], b[: part.stop - r0]
+            saturated.append(sat.reshape(-1))
+    return (
+        codes.reshape(*xp.shape[:-1], k // 2),
+        byte.reshape(amax.shape),
+        torch.cat(saturated) if saturated else torch.zeros(0, dtype=torch.bool),
     )
-    codes, byte = _from_tiles(codes, byte, xp.shape, rows)
-    return codes, byte, saturated
 
 
 def quantize_mixfp4(
