@@ -276,13 +276,24 @@ def triton(session: nox.Session) -> None:
     _pytest(session, "triton", *tests, "-m", "triton", "-q", env={"TRITON_INTERPRET": "1"})
 
 
+# Peers that only a package's `peers` extra brings (kept out of `test`: e.g. transformers imports
+# torchao whenever it is installed), installed for the `slow` session so that their bit-exactness
+# tests (marked slow) run in CI.
+_SLOW_EXTRAS = {"mixfp4": "test,peers"}
+
+
 @nox.session
 def slow(session: nox.Session) -> None:
     """The tests marked ``slow`` (multi-process runs, peer imports, long oracles), outside ``ci``.
 
     Each package's fast suite stays under a minute; these run in their own GitHub job.
     """
-    _install(session, *_editable([CORE, *METHODS]))
+    extras = {folder: _SLOW_EXTRAS.get(folder, "test") for folder in METHODS}
+    _install(
+        session,
+        *_editable([CORE]),
+        *[a for folder in METHODS for a in _editable([folder], extras=extras[folder])],
+    )
     _assert_cpu_torch(session)
     tests = [f"packages/{folder}/tests" for folder in PACKAGES]
     _pytest(session, "slow", *tests, "-m", "slow and not gpu and not triton", "-q")

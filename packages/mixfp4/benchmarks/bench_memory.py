@@ -7,7 +7,7 @@ Target (issue #29): peak extra memory <= 3x the input. torch's CPU allocator is 
 the GEMM, the packed operands) is allocated and touched first, then the call's extra memory is the
 peak resident set after it (``VmHWM``) minus the resident set just before it (``VmRSS``, not the
 earlier high-water mark, which set-up temporaries may have raised: that would hide part of the
-call's peak). "Input" is the weight in its own dtype (float32 or bfloat16) for the quantizer, the
+call's peak). ``quantize2d`` is the quantizer with 2-D 16×16 blocks. "Input" is the weight in its own dtype (float32 or bfloat16) for the quantizer, the
 decoded output for the decoder, and the two float32 operands for the GEMM. On a GPU,
 ``bench_gpu.py`` reports ``torch.cuda.max_memory_allocated`` for the same calls.
 """
@@ -32,12 +32,12 @@ def status(key):
 
 kind, dtype, dims = sys.argv[1], getattr(torch, sys.argv[2]), [int(d) for d in sys.argv[3:]]
 g = torch.Generator().manual_seed(0)
-if kind in ("quantize", "dequantize"):
+if kind in ("quantize", "quantize2d", "dequantize"):
     x = torch.randn(*dims, generator=g).to(dtype)
     mixfp4.dequantize(mixfp4.quantize_mixfp4(x[:16]), dtype)  # warm up lazily built tables
-    if kind == "quantize":
+    if kind.startswith("quantize"):
         base, size = status("VmRSS"), x.numel() * x.element_size()
-        mixfp4.quantize_mixfp4(x)
+        mixfp4.quantize_mixfp4(x, block_2d=kind == "quantize2d")
     else:
         packed = mixfp4.quantize_mixfp4(x)
         del x
@@ -77,6 +77,8 @@ def main() -> None:
     rows = [
         ("quantize", weight, "float32"),
         ("quantize", weight, "bfloat16"),
+        ("quantize2d", weight, "float32"),
+        ("quantize2d", weight, "bfloat16"),
         ("dequantize", weight, "float32"),
         ("dequantize", weight, "bfloat16"),
         ("mixfp4_mm", args.mm, "float32"),

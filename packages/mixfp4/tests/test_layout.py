@@ -23,6 +23,8 @@ def test_tile_formula_on_one_tile():
                                                    256, 257, 258, 259, 384, 385, 386, 387]))  # fmt: skip
 
 
+# torchao is in the `peers` extra only: the `slow` nox session (a GitHub job) installs it.
+@pytest.mark.slow
 def test_matches_torchao_when_installed():
     utils = pytest.importorskip("torchao.prototype.mx_formats.utils")
     scales = torch.randint(0, 255, (257, 9), dtype=torch.uint8)

@@ -22,6 +22,7 @@ def _bench():
     [
         ("quantize", [2048, 2048], "float32"),
         ("quantize", [2048, 2048], "bfloat16"),
+        ("quantize2d", [2048, 2048], "bfloat16"),
         ("dequantize", [2048, 2048], "float32"),
         ("mixfp4_mm", [256, 256, 2048], "float32"),
     ],

@@ -12,9 +12,12 @@ stored with the ``float8_e4m3fn`` dtype but are *bit fields*: a flagged byte rea
 under a numeric cast, so a reader must ``.view(torch.uint8)`` them, never ``.to()`` them (the trap the
 proposal's review found, and the same one as casting a quantized model).
 
-``1 / (1 / s)`` is not always ``s`` in float32, so the exact tensor scale of each layer also goes to
-the file's ``mixfp4`` metadata; :func:`load_compressed_tensors` uses it, so our round trip is
-bit-identical, and other readers see a standard file.
+A layer quantized with ``tensor_scale_convention="divisor"`` already holds the global scale and is
+written as it is. For a multiplier layer ``1 / (1 / s)`` is not always ``s`` in float32, so its exact
+tensor scale also goes to the file's ``mixfp4`` metadata; :func:`load_compressed_tensors` uses it, so
+our round trip is bit-identical, and other readers see a standard file. Layers without that
+metadata (files written by other tools, or divisor layers) load in the divisor convention and
+decode exactly as compressed-tensors decodes them (``q · (weight_scale / weight_global_scale)``).
 """
 
 from __future__ import annotations
@@ -98,8 +101,11 @@ def to_compressed_tensors(
             state[f"{fqn}.weight_scale"] = p.scales.cpu().contiguous().view(torch.float8_e4m3fn)
         elif leaf == "weight_tensor_scale_bits":
             s_t = p.tensor_scale.reshape(1).float().cpu()
-            state[f"{fqn}.weight_global_scale"] = 1.0 / s_t
-            bits[fqn] = int(tensor.item())
+            if p.tensor_scale_convention == "divisor":  # already compressed-tensors' global scale
+                state[f"{fqn}.weight_global_scale"] = s_t.clone()
+            else:
+                state[f"{fqn}.weight_global_scale"] = 1.0 / s_t
+                bits[fqn] = int(tensor.item())
         else:
             state[name] = tensor.detach().cpu().contiguous().clone()
     ignore = [
@@ -145,10 +151,13 @@ def load_compressed_tensors(model: nn.Module, path: str | Path) -> nn.Module:
         codes = tensors.pop(name)
         scales = tensors.pop(f"{fqn}.weight_scale").view(torch.uint8)
         global_scale = tensors.pop(f"{fqn}.weight_global_scale").reshape(()).float()
+        # Our multiplier layers carry their exact scale in the metadata; any other layer is read
+        # in compressed-tensors' own convention, so it decodes exactly as compressed-tensors does.
+        convention = "multiplier" if fqn in bits else "divisor"
         if fqn in bits:
             s_t = torch.tensor(bits[fqn], dtype=torch.int32).view(torch.float32)
         else:
-            s_t = 1.0 / global_scale
+            s_t = global_scale.clone()
         linear = model.get_submodule(fqn)
         if not isinstance(linear, nn.Linear):
             raise ValueError(f"{fqn!r} is a {type(linear).__name__}, expected nn.Linear")
@@ -159,6 +168,7 @@ def load_compressed_tensors(model: nn.Module, path: str | Path) -> nn.Module:
             shape=(linear.out_features, linear.in_features),
             block_size=16,
             fmt=fmt,  # type: ignore[arg-type]
+            tensor_scale_convention=convention,
         )
         bias = tensors.get(f"{fqn}.bias")
         layer = MixFP4Linear(packed, bias, dtype=linear.weight.dtype)

@@ -9,6 +9,8 @@ values has at most 6 significant bits and a sum of 16 of them is exact in float3
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from mixfp4.formats import E2M2
@@ -44,14 +46,12 @@ def to_e2m2(packed: MX4Packed) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _decoded_rows(p: MX4Packed, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
     """E2M2 values ``[rows, nb, B]`` and block multipliers ``[rows, nb]`` of rows ``start:stop``."""
-    rows = MX4Packed(
+    rows = dataclasses.replace(
+        p,
         codes=p.codes[start:stop],
         scales=p.scales[start:stop],
-        tensor_scale=p.tensor_scale,
         shape=(stop - start, p.shape[1]),
-        block_size=p.block_size,
-        fmt=p.fmt,
-        e1m2_mode=p.e1m2_mode,
+        block_rows=1,  # a row chunk may cut a 2-D tile
     )
     codes, mult = to_e2m2(rows)
     # index_select with int32 indices: a quarter of the int64 index a table lookup would build.
@@ -95,5 +95,5 @@ def mixfp4_mm(
         partial = torch.einsum("mkb,nkb->mnk", va, vb)
         partial *= mult_a.unsqueeze(1) * mult_b.unsqueeze(0)
         torch.sum(partial, -1, out=out[i : i + step])
-    out *= a.tensor_scale.float() * b.tensor_scale.float()
+    out *= a.tensor_multiplier() * b.tensor_multiplier()
     return out.to(out_dtype)

@@ -125,6 +125,8 @@ class MixFP4Linear(nn.Linear):
         self.block_size = packed.block_size
         self.fmt = packed.fmt
         self.e1m2_mode = packed.e1m2_mode
+        self.block_rows = packed.block_rows
+        self.tensor_scale_convention = packed.tensor_scale_convention
         self.act = act
         self.dtype = dtype
         self.weight = nn.Parameter(packed.codes, requires_grad=False)
@@ -152,6 +154,8 @@ class MixFP4Linear(nn.Linear):
             block_size=self.block_size,
             fmt=self.fmt,
             e1m2_mode=self.e1m2_mode,
+            block_rows=self.block_rows,
+            tensor_scale_convention=self.tensor_scale_convention,
         )
 
     def reset_parameters(self) -> None:

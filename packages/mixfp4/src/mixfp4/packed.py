@@ -8,7 +8,12 @@ Layout (the one ModelOpt and fouroversix use, row-major scales for CPU)::
                                                  MixFP4 bit 7 (the sign bit, free because block scales
                                                  are non-negative) = 1 when the block holds E1M2 codes;
                                                  MXFP4: E8M0 bytes
-    tensor_scale float32 scalar                  multiplier: x̂ = v · (tensor_scale · block_scale)
+    tensor_scale float32 scalar                  multiplier (default): x̂ = v · (tensor_scale · block_scale);
+                                                 divisor (compressed-tensors, vLLM): x̂ = v · (block_scale / tensor_scale)
+
+With ``block_rows=16`` (2-D 16×16 weight blocks, TensorRT-LLM / TransformerEngine) the scale bytes keep
+the row-major ``[..., rows, K_pad / block_size]`` layout, each byte repeated over the 16 rows of its
+tile, so decoders and GEMMs read 2-D blocks exactly as 1-D ones.
 
 ``v`` is the element value: E2M1 for flag 0; for flag 1 the E1M2 value times 4 in ``e1m2_mode="int"``
 (the integers 0..7) or the E1M2 value itself in ``e1m2_mode="frac"``.
@@ -31,6 +36,7 @@ Fmt = Literal["nvfp4", "mixfp4", "mxfp4"]
 FMTS: tuple[str, ...] = ("nvfp4", "mixfp4", "mxfp4")
 E1M2_MODES: tuple[str, ...] = ("int", "frac")
 NAN_POLICIES: tuple[str, ...] = ("raise", "propagate")
+TENSOR_SCALE_CONVENTIONS: tuple[str, ...] = ("multiplier", "divisor")
 FLAG = 0x80
 SCALE_MAGNITUDE = 0x7F
 
@@ -121,6 +127,8 @@ class MX4Packed:
     block_size: int
     fmt: Fmt
     e1m2_mode: str = "int"
+    block_rows: int = 1
+    tensor_scale_convention: str = "multiplier"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
@@ -156,14 +164,41 @@ class MX4Packed:
                 f"codes {tuple(self.codes.shape)} (expected {want_codes}), "
                 f"scales {tuple(self.scales.shape)} (expected {want_scales})"
             )
+        self._check_block_rows()
         if self.fmt == "nvfp4":
             require(
                 (self.scales & FLAG) == 0,
                 "an NVFP4 tensor has scale bytes with bit 7 set (unsigned E4M3 scales)",
             )
 
+    def _check_block_rows(self) -> None:
+        """1 (1-D blocks) or ``block_size`` (2-D tiles): then every row of a tile holds its bytes."""
+        if self.tensor_scale_convention not in TENSOR_SCALE_CONVENTIONS:
+            raise ValueError(
+                f"tensor_scale_convention must be one of {TENSOR_SCALE_CONVENTIONS}, "
+                f"got {self.tensor_scale_convention!r}"
+            )
+        if self.block_rows == 1:
+            return
+        if self.block_rows != self.block_size or isinstance(self.block_rows, bool):
+            raise ValueError(
+                f"block_rows must be 1 or block_size={self.block_size}, got {self.block_rows!r}"
+            )
+        if len(self.shape) < 2:
+            raise ValueError(f"2-D blocks need at least 2 dims, got shape {self.shape}")
+        rows = torch.arange(self.shape[-2], device=self.scales.device)
+        first = rows - rows % self.block_rows
+        require(
+            self.scales.index_select(-2, first) == self.scales,
+            f"block_rows={self.block_rows}: scale bytes differ within a 2-D tile",
+        )
+
     def __repr__(self) -> str:
         extra = f", e1m2_mode={self.e1m2_mode!r}" if self.fmt == "mixfp4" else ""
+        if self.block_rows != 1:
+            extra += f", block_rows={self.block_rows}"
+        if self.tensor_scale_convention != "multiplier":
+            extra += f", tensor_scale_convention={self.tensor_scale_convention!r}"
         return (
             f"MX4Packed(fmt={self.fmt!r}, shape={self.shape}, block_size={self.block_size}{extra}, "
             f"tensor_scale={float(self.tensor_scale):.6g}, device={self.codes.device})"
@@ -191,6 +226,19 @@ class MX4Packed:
         if self.fmt == "mxfp4":
             return E8M0.decode(self.scales)
         return E4M3.decode(self.scales & SCALE_MAGNITUDE)
+
+    def tensor_multiplier(self) -> torch.Tensor:
+        """float32 scalar the block scales are multiplied by (``1 / tensor_scale`` for a divisor)."""
+        s = self.tensor_scale.reshape(()).float()
+        return 1.0 / s if self.tensor_scale_convention == "divisor" else s
+
+    def decode_scales(self) -> torch.Tensor:
+        """float32 ``[..., nb]`` full scale of every block, rounded as the convention's decoder
+        rounds it: ``tensor_scale · block_scale`` or ``block_scale / tensor_scale``."""
+        s = self.tensor_scale.reshape(()).float()
+        if self.tensor_scale_convention == "divisor":
+            return self.block_scales() / s
+        return s * self.block_scales()
 
     def element_values(self) -> torch.Tensor:
         """float32 element values ``v`` of every (padded) position, before any scale."""
@@ -253,8 +301,9 @@ class MX4Packed:
             "block_size": self.block_size,
             "fmt": self.fmt,
             "e1m2_mode": self.e1m2_mode,
+            "block_rows": self.block_rows,
             # Ecosystems disagree on whether the tensor scale divides or multiplies: say which.
-            "tensor_scale_convention": "multiplier: x = v * (tensor_scale * block_scale)",
+            "tensor_scale_convention": self.tensor_scale_convention,
         }
 
     @classmethod
@@ -270,6 +319,11 @@ class MX4Packed:
             block_size=int(metadata["block_size"]),
             fmt=metadata["fmt"],
             e1m2_mode=metadata.get("e1m2_mode", "int"),
+            block_rows=int(metadata.get("block_rows", 1)),
+            # 0.1 and 0.2.0 files wrote "multiplier: x = v * (tensor_scale * block_scale)".
+            tensor_scale_convention=metadata.get("tensor_scale_convention", "multiplier").split(
+                ":"
+            )[0],
         )
 
     def equal(self, other: MX4Packed) -> bool:

@@ -17,6 +17,7 @@ elements ``E2M1_RNE(clamp(x / scale, -6, 6))``, no tensor scale.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from mixfp4.packed import (
     FMTS,
     NAN_POLICIES,
     SCALE_MAGNITUDE,
+    TENSOR_SCALE_CONVENTIONS,
     Fmt,
     MX4Packed,
     pack_nibbles,
@@ -199,9 +201,10 @@ def _user_tensor_scale(tensor_scale: Any, device: torch.device) -> torch.Tensor:
 
 
 def _tensor_scale(
-    block_amax: torch.Tensor, tensor_scale: Any, denominator: float
+    block_amax: torch.Tensor, tensor_scale: Any, denominator: float, divisor: bool
 ) -> tuple[torch.Tensor, bool]:
-    """The FP32 tensor scale (a multiplier) and whether the caller supplied it.
+    """The FP32 tensor scale and whether the caller supplied it: the multiplier
+    ``amax / denominator`` or (``divisor``) compressed-tensors' ``denominator / amax``.
 
     The automatic scale is computed on the device without reading it back (no host sync).
     """
@@ -209,10 +212,16 @@ def _tensor_scale(
     if tensor_scale is not None:
         return _user_tensor_scale(tensor_scale, device), True
     amax = block_amax.amax() if block_amax.numel() else torch.zeros((), device=device)
-    scale = amax.float() / denominator
-    # An all-zero tensor: any scale decodes to zero; 1.0 keeps every number finite. An amax so
-    # small that amax / 2688 underflows: the smallest normal keeps the division finite.
+    amax = amax.float()
     tiny = torch.finfo(torch.float32).tiny
+    # An all-zero tensor: any scale decodes to zero; 1.0 keeps every number finite. An amax so
+    # small that the scale under- (overflows): the smallest normal (its reciprocal) keeps it finite.
+    if divisor:
+        scale = denominator / amax
+        return torch.where(
+            amax == 0, 1.0, torch.where(torch.isinf(scale), 1.0 / tiny, scale)
+        ), False
+    scale = amax / denominator
     scale = torch.where(scale == 0, torch.where(amax == 0, 1.0, tiny), scale)
     return scale, False
 
@@ -266,6 +275,7 @@ def quantize_candidate(
     noise: torch.Tensor | None = None,
     *,
     with_xhat: bool = True,
+    divisor: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Quantize the blocks with magnitudes ``abs_blocks`` ``[..., nb, B]`` on the grid ``multiplier · fmt`` with E4M3 block scales.
 
@@ -277,25 +287,33 @@ def quantize_candidate(
     the decoded tensor.
     """
     grid = fmt.max * multiplier
-    raw = (amax / grid) / s_t
-    byte, s_b = e4m3_block_scale(raw, scale_min)
-    # torchao 0.18's order: multiply by (1 / s_t) / s_b rather than divide by s_t · s_b (they can
-    # differ in the last bit, which moves values sitting on a rounding boundary).
-    reciprocal = (1.0 / s_t) / s_b
-    # No clamp to ±grid here: the rounding saturates at fmt.max = grid / multiplier. Dividing by the
-    # power of two ``multiplier`` commutes with that clamp and with the product's rounding (barring
-    # subnormal products, which round to code 0 either way), so it folds into the [..., nb] factor.
-    if multiplier != 1.0:
-        reciprocal = reciprocal / multiplier
-    scaled = abs_blocks * reciprocal.unsqueeze(-1)
+    if divisor:
+        # compressed-tensors' order: s_b = E4M3(g · (amax_b / grid)), x / (s_b / g), x̂ = q · (s_b / g).
+        raw = s_t * (amax / grid)
+        byte, s_b = e4m3_block_scale(raw, scale_min)
+        total = (s_b / s_t) * multiplier
+        scaled = abs_blocks / total.unsqueeze(-1)
+    else:
+        raw = (amax / grid) / s_t
+        byte, s_b = e4m3_block_scale(raw, scale_min)
+        # torchao 0.18's order: multiply by (1 / s_t) / s_b rather than divide by s_t · s_b (they
+        # can differ in the last bit, which moves values sitting on a rounding boundary).
+        reciprocal = (1.0 / s_t) / s_b
+        # No clamp to ±grid here: the rounding saturates at fmt.max = grid / multiplier. Dividing
+        # by the power of two ``multiplier`` commutes with that clamp and with the product's
+        # rounding (barring subnormal products, which round to code 0 either way), so it folds
+        # into the [..., nb] factor.
+        if multiplier != 1.0:
+            reciprocal = reciprocal / multiplier
+        scaled = abs_blocks * reciprocal.unsqueeze(-1)
+        total = (s_t * s_b) * multiplier
     codes, magnitude = _round_elements(scaled, sign, fmt, noise)
     out = {"byte": byte, "raw": raw, "codes": codes}
     if with_xhat:
         # (v · m) · t == v · (m · t) for the power of two m: one rounding of the same product, as
-        # dequantize's (v · 4) · (s_t · s_b) on E1M2 blocks. Errors on magnitudes: the code's sign
-        # is the input's and RNE is symmetric, so |x̂ - x| == | |x̂| - |x| | bit for bit.
-        total = ((s_t * s_b) * multiplier).unsqueeze(-1)
-        out["diff"] = magnitude * total - abs_blocks
+        # dequantize's (v · 4) · decode_scales() on E1M2 blocks. Errors on magnitudes: the code's
+        # sign is the input's and RNE is symmetric, so |x̂ - x| == | |x̂| - |x| | bit for bit.
+        out["diff"] = magnitude * total.unsqueeze(-1) - abs_blocks
     return out
 
 
@@ -330,7 +348,9 @@ def pick_e1m2(diff_a: torch.Tensor, diff_b: torch.Tensor, selector: str) -> torc
         err_a, err_b = diff_a.abs().sum(-1), diff_b.abs().sum(-1)
     pick = err_b < err_a
     top = torch.maximum(err_a, err_b)
-    near = ((err_a - err_b).abs() <= _NEAR_TIE * top) | (top < _TINY_ERROR) | ~torch.isfinite(top)
+    # The float32 sum's error bound grows with the block length (256 for a 16x16 tile).
+    gap = _NEAR_TIE * max(1.0, diff_a.shape[-1] / 16)
+    near = ((err_a - err_b).abs() <= gap * top) | (top < _TINY_ERROR) | ~torch.isfinite(top)
     if bool(near.any()):
         pick[near] = block_error(diff_b[near], selector) < block_error(diff_a[near], selector)
     return pick
@@ -377,9 +397,10 @@ def _mixfp4_reference(
     e1m2_mode: str,
     scale_min: str,
     noise: torch.Tensor | None,
+    divisor: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Pure-torch MixFP4 on padded finite float32 ``x`` with block maxima ``amax``: packed codes,
-    scale bytes, saturated mask."""
+    scale bytes, saturated mask. ``divisor``: ``s_t`` is compressed-tensors' global scale."""
     blocks = _blocked(x, block_size)
     if noise is not None:
         noise = noise.reshape(blocks.shape)
@@ -390,11 +411,29 @@ def _mixfp4_reference(
     a = b = None
     if use_e2m1:
         a = quantize_candidate(
-            abs_blocks, sign, amax, s_t, E2M1, 1.0, scale_min, noise, with_xhat=both
+            abs_blocks,
+            sign,
+            amax,
+            s_t,
+            E2M1,
+            1.0,
+            scale_min,
+            noise,
+            with_xhat=both,
+            divisor=divisor,
         )
     if use_e1m2:
         b = quantize_candidate(
-            abs_blocks, sign, amax, s_t, E1M2, mult, scale_min, noise, with_xhat=both
+            abs_blocks,
+            sign,
+            amax,
+            s_t,
+            E1M2,
+            mult,
+            scale_min,
+            noise,
+            with_xhat=both,
+            divisor=divisor,
         )
     if a is None or b is None:
         only = a if b is None else b
@@ -431,7 +470,9 @@ def _mixfp4_chunked(
     flat = x.reshape(-1, block_size)
     flat_amax = amax.reshape(-1, 1)
     flat_noise = None if noise is None else noise.reshape(-1, block_size)
-    step = chunk_blocks(flat.shape[0], x.element_size())
+    # Chunks hold the same number of elements whatever the block length (16, or 256 for tiles).
+    per_16 = max(1, block_size // 16)
+    step = max(1, chunk_blocks(flat.shape[0] * per_16, x.element_size()) // per_16)
     parts = [
         _mixfp4_reference(
             flat[i : i + step].float(),
@@ -450,6 +491,77 @@ def _mixfp4_chunked(
     )
 
 
+def _to_tiles(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """``t`` ``[R, nb · B]`` (B = ``rows``) as ``[ceil(R / B), nb, B · B]``: each 2-D tile's elements
+    contiguous, row by row; missing rows of the last tile are zeros (they change neither a tile's
+    maximum nor either candidate's error)."""
+    if t.shape[0] % rows:
+        t = torch.nn.functional.pad(t, (0, 0, 0, -t.shape[0] % rows))
+    r, k = t.shape
+    tiles = t.reshape(r // rows, rows, k // rows, rows).transpose(1, 2)
+    return tiles.reshape(r // rows, k // rows, rows * rows)
+
+
+def _from_tiles(
+    codes: torch.Tensor, byte: torch.Tensor, rows: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of :func:`_to_tiles` for packed ``codes`` ``[T, nb, B · B / 2]`` and the tiles' scale
+    bytes ``[T, nb]``: row-major codes ``[T · B, nb · B / 2]`` and each byte repeated over its
+    tile's rows ``[T · B, nb]`` (rows past the input's are the caller's to drop)."""
+    t, nb = byte.shape
+    per_row = codes.reshape(t, nb, rows, rows // 2).transpose(1, 2)
+    return per_row.reshape(t * rows, nb * rows // 2), byte.repeat_interleave(rows, dim=0)
+
+
+def _tile_max(amax: torch.Tensor, rows: int) -> torch.Tensor:
+    """Per-tile maxima ``[T, nb]`` of the 1-D block maxima ``amax`` ``[R, nb]`` (missing rows: 0)."""
+    padded = torch.nn.functional.pad(amax, (0, 0, 0, -amax.shape[0] % rows))
+    return padded.reshape(-1, rows, amax.shape[-1]).amax(-2)
+
+
+def _quantize_tiles(
+    xp: torch.Tensor, amax: torch.Tensor, noise: torch.Tensor | None, block_size: int, **kw: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """2-D ``block_size × block_size`` tiles (``xp`` padded along K): one scale byte and one format
+    choice per tile, from the tile's maximum and the error summed over its ``block_size²`` values;
+    returned in the row-major layout of 1-D blocks (bytes repeated over the tile's rows).
+
+    Bands of whole tiles, about one 1-D chunk each, are tiled and quantized one at a time: a tiled
+    copy of the whole input would add its size to the peak memory (the ≤ 3× target)."""
+    if xp.ndim < 2:
+        raise ValueError(
+            f"block_2d needs at least 2 dims [..., rows, K], got shape {tuple(xp.shape)}"
+        )
+    rows, r, k = block_size, xp.shape[-2], xp.shape[-1]
+    nb = k // rows
+    x3, a3 = xp.reshape(-1, r, k), amax.reshape(-1, r, nb)
+    n3 = None if noise is None else noise.reshape(-1, r, k)
+    codes = torch.empty(x3.shape[0], r, k // 2, dtype=torch.uint8, device=xp.device)
+    byte = torch.empty(x3.shape[0], r, nb, dtype=torch.uint8, device=xp.device)
+    saturated = []
+    step = chunk_blocks(x3.numel() // block_size, xp.element_size())
+    band = rows * max(1, step // max(1, nb * rows))
+    for i in range(x3.shape[0]):
+        for r0 in range(0, r, band):
+            part = slice(r0, min(r, r0 + band))
+            tiles = _to_tiles(x3[i, part], rows)
+            c, b, sat = _mixfp4_reference(
+                tiles.reshape(-1, rows * rows).float(),
+                _tile_max(a3[i, part], rows).reshape(-1, 1),
+                block_size=rows * rows,
+                noise=None if n3 is None else _to_tiles(n3[i, part], rows).reshape(tiles.shape),
+                **kw,
+            )
+            c, b = _from_tiles(c.reshape(*tiles.shape[:-1], -1), b.reshape(tiles.shape[:-1]), rows)
+            codes[i, part], byte[i, part] = c[: part.stop - r0], b[: part.stop - r0]
+            saturated.append(sat.reshape(-1))
+    return (
+        codes.reshape(*xp.shape[:-1], k // 2),
+        byte.reshape(amax.shape),
+        torch.cat(saturated) if saturated else torch.zeros(0, dtype=torch.bool),
+    )
+
+
 def quantize_mixfp4(
     x: torch.Tensor,
     *,
@@ -465,6 +577,8 @@ def quantize_mixfp4(
     nan_policy: str = "raise",
     strict: bool = True,
     backend: str = "auto",
+    block_2d: bool = False,
+    tensor_scale_convention: str = "multiplier",
 ) -> MX4Packed:
     """Quantize ``x`` along its last dim to MixFP4: per 16-block the better of E2M1 and E1M2.
 
@@ -487,6 +601,13 @@ def quantize_mixfp4(
         nan_policy: ``"raise"`` on NaN/Inf; ``"propagate"`` gives their blocks the NaN scale byte 0x7F.
         backend: ``"torch"`` (the reference), ``"triton"`` (fused kernel, stochastic rounding
             included: it reads the same noise tensor) or ``"auto"``.
+        block_2d: one scale (and one format choice) per 16×16 tile of the last two dims, the
+            weight layout of TensorRT-LLM / TransformerEngine; the container keeps the 1-D layout
+            with each byte repeated over its tile's 16 rows (``block_rows=16``).
+        tensor_scale_convention: ``"multiplier"`` (torchao, ModelOpt: ``x̂ = v · (s_t · s_b)``,
+            ``s_t = amax / (448·6)``) or ``"divisor"`` (compressed-tensors, vLLM's
+            ``weight_global_scale``: ``g = 448·6 / amax``, ``s_b = E4M3(g · amax_b / 6)``,
+            ``x / (s_b / g)``, ``x̂ = v · (s_b / g)``); a given ``tensor_scale`` is read in it.
     """
     return _quantize_e4m3(
         x,
@@ -503,6 +624,8 @@ def quantize_mixfp4(
         nan_policy=nan_policy,
         strict=strict,
         backend=backend,
+        block_2d=block_2d,
+        tensor_scale_convention=tensor_scale_convention,
     )
 
 
@@ -522,6 +645,8 @@ def _quantize_e4m3(
     nan_policy: str,
     strict: bool,
     backend: str,
+    block_2d: bool,
+    tensor_scale_convention: str,
 ) -> MX4Packed:
     """NVFP4 and MixFP4 (E4M3 block scales, FP32 tensor scale) into an ``fmt`` container."""
     x = _check_input(x, nan_policy)
@@ -543,35 +668,40 @@ def _quantize_e4m3(
         raise ValueError(f"formats must be a non-empty subset of ('e2m1', 'e1m2'), got {formats!r}")
     use = ("e2m1" in formats, "e1m2" in formats)
     shape = tuple(x.shape)
+    _choice("tensor_scale_convention", tensor_scale_convention, TENSOR_SCALE_CONVENTIONS)
+    if not isinstance(block_2d, bool):
+        raise TypeError(f"block_2d must be a bool, got {type(block_2d).__name__} {block_2d!r}")
+    divisor = tensor_scale_convention == "divisor"
     xp, amax, bad_blocks = _block_amax(_pad(x, block_size, pad), block_size, nan_policy)
     frac = e1m2_mode == "frac" and use[1]
-    s_t, user_scale = _tensor_scale(amax, tensor_scale, E4M3_MAX * (1.75 if frac else 6.0))
+    s_t, user_scale = _tensor_scale(amax, tensor_scale, E4M3_MAX * (1.75 if frac else 6.0), divisor)
     noise = None
     if rounding == "stochastic":
         noise = torch.rand(xp.shape, generator=generator, device=xp.device)
-
-    if resolve_backend(backend, xp) == "triton":
+    kw: dict[str, Any] = {
+        "s_t": s_t,
+        "selector": selector,
+        "use": use,
+        "e1m2_mode": e1m2_mode,
+        "scale_min": scale_min,
+        "divisor": divisor,
+    }
+    if _use_triton(backend, xp, block_2d, divisor):
         from mixfp4.kernels import mixfp4_quantize_triton
 
         codes, byte, saturated = mixfp4_quantize_triton(
             xp.float(), s_t, block_size, selector, use, E1M2_MULTIPLIER[e1m2_mode], scale_min, noise
         )
+    elif block_2d:
+        codes, byte, saturated = _quantize_tiles(xp, amax, noise, block_size, **kw)
     else:
-        codes, byte, saturated = _mixfp4_chunked(
-            xp,
-            amax,
-            block_size=block_size,
-            s_t=s_t,
-            selector=selector,
-            use=use,
-            e1m2_mode=e1m2_mode,
-            scale_min=scale_min,
-            noise=noise,
-        )
+        codes, byte, saturated = _mixfp4_chunked(xp, amax, block_size=block_size, noise=noise, **kw)
     if user_scale:
         _saturation_warning(int(saturated.sum()), saturated.numel())
         _underflow_warning(codes, amax, block_size)
     if bad_blocks is not None:
+        if block_2d:  # a non-finite value poisons its whole tile
+            bad_blocks = _tile_any(bad_blocks, block_size)
         byte = torch.where(bad_blocks, torch.tensor(SCALE_MAGNITUDE, dtype=torch.uint8), byte)
         codes = codes.masked_fill(bad_blocks.repeat_interleave(block_size // 2, dim=-1), 0)
     return MX4Packed(
@@ -582,7 +712,28 @@ def _quantize_e4m3(
         block_size=block_size,
         fmt=fmt,
         e1m2_mode=e1m2_mode,
+        block_rows=block_size if block_2d else 1,
+        tensor_scale_convention=tensor_scale_convention,
     )
+
+
+def _tile_any(mask: torch.Tensor, rows: int) -> torch.Tensor:
+    """Per-block ``mask`` ``[..., R, nb]`` OR-ed over each tile of ``rows`` rows, repeated back."""
+    r = mask.shape[-2]
+    padded = torch.nn.functional.pad(mask, (0, 0, 0, -r % rows))
+    tiles = padded.reshape(*padded.shape[:-2], -1, rows, padded.shape[-1]).any(-2)
+    return tiles.repeat_interleave(rows, dim=-2)[..., :r, :]
+
+
+def _use_triton(backend: str, xp: torch.Tensor, block_2d: bool, divisor: bool) -> bool:
+    """The fused kernel covers 1-D blocks with a multiplier tensor scale; an explicit ``"triton"``
+    request it cannot serve raises instead of falling back."""
+    if backend == "triton" and (block_2d or divisor):
+        raise ValueError(
+            "backend='triton' supports 1-D blocks with tensor_scale_convention='multiplier'; "
+            "use backend='torch' (or 'auto') for block_2d=True or the divisor convention"
+        )
+    return not (block_2d or divisor) and resolve_backend(backend, xp) == "triton"
 
 
 def quantize_nvfp4(
@@ -597,6 +748,8 @@ def quantize_nvfp4(
     nan_policy: str = "raise",
     strict: bool = True,
     backend: str = "auto",
+    block_2d: bool = False,
+    tensor_scale_convention: str = "multiplier",
 ) -> MX4Packed:
     """Quantize ``x`` along its last dim to NVFP4 (E2M1 elements, E4M3 scales per 16, FP32 tensor scale).
 
@@ -619,6 +772,8 @@ def quantize_nvfp4(
         nan_policy=nan_policy,
         strict=strict,
         backend=backend,
+        block_2d=block_2d,
+        tensor_scale_convention=tensor_scale_convention,
     )
 
 
@@ -727,14 +882,13 @@ def dequantize(
     # would be about 3x the output on top of it.
     step = max(1, chunk_blocks(scales.numel(), out.element_size()) // max(1, scales.shape[-1]))
     for i in range(0, codes.shape[0], step):
-        rows = MX4Packed(
+        # block_rows=1: a row chunk may cut a 2-D tile, and decoding reads per-row bytes anyway.
+        rows = dataclasses.replace(
+            packed,
             codes=codes[i : i + step],
             scales=scales[i : i + step],
-            tensor_scale=packed.tensor_scale,
             shape=(codes[i : i + step].shape[0], k),
-            block_size=packed.block_size,
-            fmt=packed.fmt,
-            e1m2_mode=packed.e1m2_mode,
+            block_rows=1,
         )
         out[i : i + step] = _decode(rows)[:, :k]
     return out.reshape(packed.shape)
@@ -743,5 +897,5 @@ def dequantize(
 def _decode(packed: MX4Packed) -> torch.Tensor:
     """float32 ``v · (s_t · s_b)`` of a 2-D ``packed``, padded columns included."""
     v = _blocked(packed.element_values(), packed.block_size)
-    total = (packed.tensor_scale.reshape(()).float() * packed.block_scales()).unsqueeze(-1)
+    total = packed.decode_scales().unsqueeze(-1)
     return (v * total).reshape(v.shape[0], packed.padded_k)
