@@ -67,7 +67,7 @@ def test_fixed_alpha_steps_fix_the_first_iterations_at_the_upper_bound():
 
 @pytest.mark.parametrize("fit", ["sketch", "exact", "fixed"])
 def test_lone_and_batched_polar_agree(fit):
-    """The CPU scalar (addmm) path of a lone matrix and the batched path give the same factor."""
+    """The CPU scalar-α path of a lone matrix and the batched (per-matrix α) path agree."""
     G = torch.randn(3, 20, 9, generator=torch.Generator().manual_seed(2))
     batched = pm.polar(G, fit=fit)
     for k in range(3):
