@@ -18,6 +18,8 @@ import argparse
 import datetime
 import json
 import platform
+import statistics
+import time
 
 import torch
 from prism_matfn.optim import PrismMuon
@@ -44,6 +46,25 @@ def stepper(make, shapes, inner=1):
     return step
 
 
+def cpu_time_ratio(candidate, baseline, repeats):
+    """Median [q25, q75] of per-pair ratios of this thread's CPU time (``time.thread_time``),
+    interleaved as ``compare`` does: on a shared box wall-clock is mostly waiting for a core, and one
+    torch thread's CPU time is what the step costs."""
+    candidate()  # warm-up: optimizer state, sketches
+    baseline()
+    ratios = []
+    for i in range(repeats):
+        pair = (candidate, baseline) if i % 2 == 0 else (baseline, candidate)
+        spent = {}
+        for fn in pair:
+            start = time.thread_time()
+            fn()
+            spent[fn] = time.thread_time() - start
+        ratios.append(spent[candidate] / spent[baseline])
+    q = statistics.quantiles(ratios, n=4)
+    return statistics.median(ratios), q[0], q[2]
+
+
 def prism(params):
     return PrismMuon(params, lr=0.02)
 
@@ -61,6 +82,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--inner", type=int, default=5, help="MLP steps per timed sample")
     parser.add_argument("--cases", default="mlp,torch,gpt", help="comma-separated subset")
+    parser.add_argument("--cpu-time", action="store_true", help="also the thread-CPU-time ratio")
     parser.add_argument("--gpt-repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--gpt-layers", type=int, default=12, help="GPT-2 small has 12")
@@ -84,6 +106,10 @@ def main() -> None:
         row = {"case": name, "baseline": base_name, "ratio": c.ratio, "q25": c.ratio_q25,
                "q75": c.ratio_q75, "repeats": repeats, "target": 1.3,
                "held": c.ratio <= 1.3}  # fmt: skip
+        if args.cpu_time and repeats > 1:
+            cpu = cpu_time_ratio(stepper(prism, shapes, inner), stepper(base, shapes, inner),
+                                 repeats)  # fmt: skip
+            row["cpu_time_ratio"], row["cpu_q25"], row["cpu_q75"] = cpu
         print(json.dumps(row), flush=True)
         results.append(row)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
