@@ -146,3 +146,43 @@ def test_cpu_and_device_code_paths_agree():
     grid, powers = _grid_torch(0.375, 1.45, 65, q.device)
     torch_path = _grid_newton(torch, q, grid, powers, 0.375, 1.45, True)
     torch.testing.assert_close(cpu, torch_path, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_krylov_rows_from_the_square_equal_the_plain_powers(symmetric, batch):
+    """Rows two at a time from R² (the PRISM loop's path) equal ⟨RⁱS, RʲS⟩ from explicit powers."""
+    from prism_matfn.alpha import KrylovRows
+
+    g = torch.Generator().manual_seed(4)
+    R = torch.randn(batch, 9, 9, generator=g, dtype=torch.float64) / 3
+    if symmetric:
+        R = (R + R.mT) / 2
+    S = torch.randn(batch, 9, 4, generator=g, dtype=torch.float64)
+    powers = [S]
+    for _ in range(5):
+        powers.append(R @ powers[-1])
+    V = torch.stack([v.flatten(-2) for v in powers], dim=-2)
+    expected = V @ V.mT
+    for order in (3, 5):
+        for squared in (None, R @ R):
+            rows = KrylovRows(S, batch, order, R.dtype, squared is not None, symmetric)
+            got = rows.gram(R, squared)
+            torch.testing.assert_close(got, expected[:, : order + 1, : order + 1])
+            again = rows.gram(R, squared)  # the buffer is reused: same answer on a second call
+            torch.testing.assert_close(again, got, atol=0, rtol=0)
+
+
+def test_cpu_alpha_from_the_buffer_matches_the_torch_gram_path():
+    """KrylovRows.alpha's NumPy arithmetic on the CPU equals fit_alpha's torch Gram + quartic."""
+    from prism_matfn.alpha import KrylovRows, alpha_from_gram
+
+    g = torch.Generator().manual_seed(5)
+    for batch in (1, 6):  # Python-float and NumPy Newton steps
+        R, _ = random_residual(12, 7)
+        R = R.float().expand(batch, 12, 12) * torch.linspace(0.5, 1.0, batch)[:, None, None]
+        S = torch.randn(batch, 12, 3, generator=g)
+        rows = KrylovRows(S, batch, 5, R.dtype, True, True)
+        fast = rows.alpha(R, R @ R, 5, ALPHA_BOUNDS[5])
+        reference = alpha_from_gram(krylov_gram(R, S, 5), 5, ALPHA_BOUNDS[5], "exact", 65)
+        torch.testing.assert_close(fast, reference, atol=1e-4, rtol=0)

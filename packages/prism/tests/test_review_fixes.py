@@ -67,8 +67,22 @@ def test_fixed_alpha_steps_fix_the_first_iterations_at_the_upper_bound():
 
 @pytest.mark.parametrize("fit", ["sketch", "exact", "fixed"])
 def test_lone_and_batched_polar_agree(fit):
-    """The CPU scalar (addmm) path of a lone matrix and the batched path give the same factor."""
+    """The CPU scalar-α path of a lone matrix and the batched (per-matrix α) path agree."""
     G = torch.randn(3, 20, 9, generator=torch.Generator().manual_seed(2))
     batched = pm.polar(G, fit=fit)
     for k in range(3):
         torch.testing.assert_close(pm.polar(G[k], fit=fit), batched[k], atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("fit", ["sketch", "fixed"])
+def test_accelerator_code_path_matches_the_cpu_path(fit, monkeypatch):
+    """The path an accelerator takes (gram kernel for R, no shared R², fused-step form, α kept as a
+    tensor) run on the CPU through shared-core's reference kernels: same factor as the CPU path."""
+    import prism_matfn.matfn as matfn
+
+    G = torch.randn(2, 40, 12, generator=torch.Generator().manual_seed(6))
+    cpu_path, info_cpu = pm.polar(G, fit=fit, return_info=True)
+    monkeypatch.setattr(matfn, "_plain", lambda X: False)
+    device_path, info_device = pm.polar(G, fit=fit, return_info=True)
+    torch.testing.assert_close(device_path, cpu_path, atol=2e-5, rtol=0)
+    torch.testing.assert_close(info_device.alphas, info_cpu.alphas, atol=1e-4, rtol=0)

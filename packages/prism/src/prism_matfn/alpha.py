@@ -15,7 +15,6 @@ so one fit costs ``deg h`` products ``R · (n×p)`` and a few inner products. Fo
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Literal
 
 import numpy as np
@@ -65,33 +64,101 @@ def evaluate_residual_map(
     return h[..., 0] + alpha * h[..., 1] + alpha**2 * h[..., 2]
 
 
-def krylov_gram(R: torch.Tensor, S: torch.Tensor, order: int) -> torch.Tensor:
+def krylov_gram(
+    R: torch.Tensor,
+    S: torch.Tensor,
+    order: int,
+    *,
+    squared: torch.Tensor | None = None,
+    symmetric: bool = False,
+) -> torch.Tensor:
     """``M_ij = ⟨R^i S, R^j S⟩_F`` for ``0 ≤ i, j ≤ order``, batched over ``R``'s leading dims, in float64.
 
     ``S`` is ``(n, p)`` (shared by the batch) or ``(..., n, p)``. The products run in ``R``'s dtype (at
-    least float32); only the ``(order+1)²`` inner products are accumulated in float64.
+    least float32); only the ``(order+1)²`` inner products are accumulated in float64. ``squared``
+    (``R @ R``, which a degree-5 step computes anyway) halves the number of thin products;
+    ``symmetric`` says ``R = Rᵀ`` (saves a transpose, nothing else).
     """
-    K = _krylov_vectors(R, S, order).double()
-    return (K @ K.mT).reshape(*R.shape[:-2], order + 1, order + 1)
+    rows = KrylovRows(S, R.shape[:-2].numel(), order, R.dtype, squared is not None, symmetric)
+    return rows.gram(R, squared).reshape(*R.shape[:-2], order + 1, order + 1)
 
 
-def _krylov_vectors(R: torch.Tensor, S: torch.Tensor, order: int) -> torch.Tensor:
-    """``vec(R^j S)`` for ``j = 0..order`` as rows, shape ``(B, order+1, n·p)`` in ``R``'s dtype."""
-    work = R if R.dtype in (torch.float32, torch.float64) else R.float()
-    lead, n = work.shape[:-2], work.shape[-1]
-    flat = work.reshape(-1, n, n)
-    V = S.to(work.dtype)
-    # Columns R^j S by contiguous products: a lone matrix (the optimizers' usual bucket) runs as 2-D
-    # matmuls, a batch as bmm on a materialised sketch. A broadcast (stride-0) sketch or a transposed
-    # operand sends torch's CPU matmul down a path many times slower at these sizes.
-    if flat.shape[0] == 1:
-        R2, V = flat[0], V.reshape(n, V.shape[-1])
-    else:
-        R2, V = flat, V.expand(*lead, n, V.shape[-1]).reshape(-1, n, V.shape[-1])
-    vectors = [V]
-    for _ in range(order):
-        vectors.append(R2 @ vectors[-1])
-    return torch.stack(vectors, dim=-3).flatten(-2).reshape(-1, order + 1, n * V.shape[-1])
+class KrylovRows:
+    """The rows ``W_j = (R^j S)ᵀ``, ``j = 0..order``, of one PRISM run's sketched fits, in one buffer.
+
+    Built once per run (the sketch rows ``W_0 = Sᵀ`` are written once, every product's operand and
+    output views are made once); :meth:`gram` then costs the products and one float64 Gram per
+    iteration. Rows, not columns: each product is ``W Rᵀ`` with a wide ``p×n`` left operand (torch's
+    CPU matmul is several times slower on a thin ``n×p`` right operand). With ``squared`` (``R²``
+    handed in at each :meth:`gram`) the rows come two at a time, ``[W_{j+2}; W_{j+3}] = [W_j;
+    W_{j+1}] (R²)ᵀ``: degree 5's six rows cost three products, not five.
+    """
+
+    def __init__(
+        self,
+        S: torch.Tensor,
+        batch: int,
+        order: int,
+        dtype: torch.dtype,
+        squared: bool,
+        symmetric: bool,
+    ) -> None:
+        n, p = S.shape[-2], S.shape[-1]
+        self.n, self.order, self.symmetric = n, order, symmetric
+        self.dtype = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+        K = torch.empty(batch, (order + 1) * p, n, dtype=self.dtype, device=S.device)
+        K[:, :p] = S.to(self.dtype).reshape(-1, n, p).mT
+        self.lone = batch == 1  # the optimizers' usual bucket: plain 2-D products
+        self.K = K[0] if self.lone else K
+        self.vectors = K.view(batch, order + 1, p * n)
+        # (source rows, product with R² rather than R, destination rows) for each product.
+        self.products: list[tuple[torch.Tensor, bool, torch.Tensor]] = []
+        have = 1  # rows W_0 .. W_{have-1} are filled
+        while have <= order:
+            by_square = squared and have >= 2
+            src, take = (have - 2, min(2, order + 1 - have)) if by_square else (have - 1, 1)
+            block = (self.K.narrow(-2, src * p, take * p), by_square)
+            self.products.append((*block, self.K.narrow(-2, have * p, take * p)))
+            have += take
+
+    def fill(self, R: torch.Tensor, squared: torch.Tensor | None = None) -> torch.Tensor:
+        """Compute the rows for residual ``R`` (and ``R²``); returns them as ``(B, order+1, p·n)``."""
+        mm: Any = torch.mm if self.lone else torch.bmm
+        operands = [self._operand(R)]
+        if squared is not None:
+            operands.append(self._operand(squared))
+        for src, by_square, dst in self.products:
+            mm(src, operands[by_square], out=dst)
+        return self.vectors
+
+    def gram(self, R: torch.Tensor, squared: torch.Tensor | None = None) -> torch.Tensor:
+        """``M_ij = ⟨W_i, W_j⟩_F`` in float64, shape ``(B, order+1, order+1)``."""
+        K = self.fill(R, squared).double()
+        return K @ K.mT
+
+    def alpha(
+        self,
+        R: torch.Tensor,
+        squared: torch.Tensor | None,
+        degree: int,
+        bounds: tuple[float, float],
+        solver: str = "exact",
+        grid_points: int = 65,
+    ) -> torch.Tensor:
+        """The fitted α per matrix, float64 ``(B,)``: :func:`fit_alpha` with this run's buffer. On
+        the CPU the Gram, the quartic's coefficients and its minimisation run in NumPy on the
+        buffer's float64 copy (torch's per-op cost on a 6×6 Gram is most of a small PRISM step)."""
+        if R.device.type != "cpu":
+            return alpha_from_gram(self.gram(R, squared), degree, bounds, solver, grid_points)
+        K = self.fill(R, squared).numpy().astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: α is moot
+            q = (K @ K.transpose(0, 2, 1)).reshape(len(K), -1) @ objective_map(degree)
+        return torch.from_numpy(minimize_quartic_numpy(q, bounds, solver, grid_points))
+
+    def _operand(self, A: torch.Tensor) -> torch.Tensor:
+        A = A.to(self.dtype).reshape(-1, self.n, self.n)
+        A = A[0] if self.lone else A
+        return A if self.symmetric else A.mT  # W_{j+1} = W_j Rᵀ
 
 
 def power_hankel(eigenvalues: torch.Tensor, order: int) -> torch.Tensor:
@@ -150,21 +217,38 @@ def minimize_quartic(
         raise ValueError(f"alpha_solver must be one of {ALPHA_SOLVERS}, got {solver!r}")
     if grid_points < 2:
         raise ValueError(f"alpha_grid_points must be >= 2, got {grid_points}")
-    # A diverging iterate has non-finite traces: its α is irrelevant, keep the arithmetic finite.
-    if q.device.type == "cpu" and q.numel() <= 5 * _SCALAR_BATCH:
-        # A few matrices: plain Python floats beat NumPy's per-call overhead on five numbers.
-        rows = q.double().reshape(-1, 5).tolist()
-        grid_list = _grid_list(lo, hi, grid_points)
-        alphas = [_grid_newton_scalar(row, grid_list, lo, hi, solver == "exact") for row in rows]
-        return torch.tensor(alphas, dtype=torch.float64).reshape(q.shape[:-1])
-    q = torch.nan_to_num(q.double(), nan=0.0, posinf=0.0, neginf=0.0)
     if q.device.type == "cpu":
-        grid, powers = _grid_numpy(lo, hi, grid_points)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            alpha = _grid_newton(np, q.numpy(), grid, powers, lo, hi, solver == "exact")
-        return torch.from_numpy(np.asarray(alpha, dtype=np.float64))
+        alpha = minimize_quartic_numpy(q.double().numpy(), bounds, solver, grid_points)
+        return torch.from_numpy(alpha)
+    # A diverging iterate has non-finite traces: its α is irrelevant, keep the arithmetic finite.
+    q = torch.nan_to_num(q.double(), nan=0.0, posinf=0.0, neginf=0.0)
     grid_t, powers_t = _grid_torch(lo, hi, grid_points, q.device)
     return _grid_newton(torch, q, grid_t, powers_t, lo, hi, solver == "exact")
+
+
+def minimize_quartic_numpy(
+    q: np.ndarray, bounds: tuple[float, float], solver: str, grid_points: int
+) -> np.ndarray:
+    """:func:`minimize_quartic` on the host: the grid scan is one NumPy product; the Newton steps run
+    on Python floats for a few matrices (NumPy's per-op cost on five numbers would dominate), in
+    NumPy for more. Same grid, same steps as the device code (tested against each other)."""
+    lo, hi = bounds
+    rows = q.reshape(-1, 5)
+    if not np.isfinite(
+        rows
+    ).all():  # a diverging iterate: its α is moot, keep the arithmetic finite
+        rows = np.nan_to_num(rows, nan=0.0, posinf=0.0, neginf=0.0)
+    grid, powers = _grid_numpy(lo, hi, grid_points)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        if len(rows) > _SCALAR_BATCH:
+            return np.asarray(
+                _grid_newton(np, rows, grid, powers, lo, hi, solver == "exact"), dtype=np.float64
+            ).reshape(q.shape[:-1])
+        best = grid[np.argmin(rows @ powers, -1)]  # first minimum: ties go to lo
+    if solver == "exact":
+        pairs = zip(rows.tolist(), best.tolist(), strict=True)
+        best = np.array([_newton_scalar(row, b, lo, hi) for row, b in pairs])
+    return best.reshape(q.shape[:-1])
 
 
 _NEWTON_STEPS = 2  # from a 65-point grid: error ≲ 1e-2 → ~1e-4 → ~1e-8 (α needs no more)
@@ -190,22 +274,17 @@ def _grid_newton(
     return xp.where(objective(alpha) < objective(best), alpha, best)
 
 
-_SCALAR_BATCH = 4  # up to this many matrices per call, the CPU solve runs on Python floats
+_SCALAR_BATCH = 4  # up to this many matrices per call, the CPU Newton steps run on Python floats
 
 
-def _grid_newton_scalar(
-    q: list[float], grid: list[float], lo: float, hi: float, refine: bool
-) -> float:
-    """:func:`_grid_newton` for one matrix on Python floats (same grid, same Newton steps)."""
-    _, q1, q2, q3, q4 = (v if math.isfinite(v) else 0.0 for v in q)
+def _newton_scalar(q: list[float], best: float, lo: float, hi: float) -> float:
+    """:func:`_grid_newton`'s Newton refinement for one matrix on Python floats, from the grid's
+    ``best`` (same steps, same safeguard)."""
+    _, q1, q2, q3, q4 = q
 
     def objective(a: float) -> float:  # Q(α) − q0
         return (((q4 * a + q3) * a + q2) * a + q1) * a
 
-    values = [objective(a) for a in grid]
-    best = grid[values.index(min(values))]  # first minimum: ties go to lo, as argmin
-    if not refine:
-        return best
     alpha = best
     for _ in range(_NEWTON_STEPS):
         slope = ((4 * q4 * alpha + 3 * q3) * alpha + 2 * q2) * alpha + q1
@@ -213,11 +292,6 @@ def _grid_newton_scalar(
         if curvature > 0:
             alpha = min(max(alpha - slope / curvature, lo), hi)
     return alpha if objective(alpha) < objective(best) else best
-
-
-@functools.lru_cache(maxsize=64)
-def _grid_list(lo: float, hi: float, points: int) -> list[float]:
-    return np.linspace(lo, hi, points).tolist()
 
 
 @functools.lru_cache(maxsize=64)
@@ -242,25 +316,33 @@ def fit_alpha(
     bounds: tuple[float, float] | None = None,
     solver: str = "exact",
     grid_points: int = 65,
+    squared: torch.Tensor | None = None,
+    symmetric: bool = False,
 ) -> torch.Tensor:
     """α minimising ``‖h(R; α) S‖_F²`` over ``bounds`` (default :data:`ALPHA_BOUNDS`), per matrix.
 
     ``S=None`` is the exact fit ``Σ_i h(r_i; α)²`` over the eigenvalues of a symmetric ``R`` (for a
-    non-symmetric one pass ``S = I``). Returns a float64 tensor of shape ``R.shape[:-2]``.
+    non-symmetric one pass ``S = I``). ``squared`` and ``symmetric`` are passed to
+    :func:`krylov_gram` (the PRISM loop hands over the ``R²`` its step needs). Returns a float64
+    tensor of shape ``R.shape[:-2]``.
     """
     degree = check_degree(degree)
-    order = residual_polynomials(degree).shape[1] - 1
+    order = krylov_order(degree)
     if S is None:
         M = power_hankel(torch.linalg.eigvalsh(R.double()), order)
-    elif R.device.type == "cpu" and R.shape[:-2].numel() <= _SCALAR_BATCH:
-        # A few CPU matrices: the float64 Gram and the quartic's coefficients in NumPy (a fraction of
-        # torch's per-op cost at 6×6), the same arithmetic as krylov_gram + objective_coefficients.
-        K = _krylov_vectors(R, S, order).numpy().astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):  # a diverging iterate: α is moot
-            q_np = np.einsum("bip,bjp->bij", K, K).reshape(len(K), -1) @ objective_map(degree)
-        q = torch.from_numpy(q_np).reshape(*R.shape[:-2], 5)
-        return minimize_quartic(q, bounds or ALPHA_BOUNDS[degree], solver, grid_points)
     else:
-        M = krylov_gram(R, S, order)
+        M = krylov_gram(R, S, order, squared=squared, symmetric=symmetric)
+    return alpha_from_gram(M, degree, bounds or ALPHA_BOUNDS[degree], solver, grid_points)
+
+
+def krylov_order(degree: int) -> int:
+    """Highest power ``j`` of ``R^j S`` the fit needs: ``deg h`` (5 for degree 5, 3 for degree 3)."""
+    return residual_polynomials(degree).shape[1] - 1
+
+
+def alpha_from_gram(
+    M: torch.Tensor, degree: int, bounds: tuple[float, float], solver: str, grid_points: int
+) -> torch.Tensor:
+    """The fitted α per matrix from the Krylov Gram ``M`` (``(..., order+1, order+1)``), float64."""
     q = objective_coefficients(M, degree)
-    return minimize_quartic(q, bounds or ALPHA_BOUNDS[degree], solver, grid_points)
+    return minimize_quartic(q, bounds, solver, grid_points).reshape(M.shape[:-2])

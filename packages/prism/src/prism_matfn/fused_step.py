@@ -14,10 +14,18 @@ from shared_core.kernels import HAS_TRITON, autotune_configs, dispatch
 
 
 def step_matrix_reference(
-    R: torch.Tensor, alpha: torch.Tensor, symmetric: bool = True
+    R: torch.Tensor,
+    alpha: torch.Tensor,
+    symmetric: bool = True,
+    squared: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``I + R/2 + α R²`` for ``R`` of shape ``(..., n, n)`` and ``alpha`` of shape ``(...)``."""
-    T = square_symmetric(R) if symmetric else R @ R
+    """``I + R/2 + α R²`` for ``R`` of shape ``(..., n, n)`` and ``alpha`` of shape ``(...)``.
+
+    ``squared``: ``R²`` already computed (the α fit used it); it is overwritten with the result.
+    """
+    if squared is None:
+        squared = square_symmetric(R) if symmetric else R @ R
+    T = squared
     T.mul_(alpha.to(R.dtype)[..., None, None]).add_(R, alpha=0.5)
     T.diagonal(dim1=-2, dim2=-1).add_(1.0)
     return T
@@ -112,14 +120,21 @@ else:
 
 
 def step_matrix(
-    R: torch.Tensor, alpha: torch.Tensor, symmetric: bool = True, *, backend: str = "auto"
+    R: torch.Tensor,
+    alpha: torch.Tensor,
+    symmetric: bool = True,
+    *,
+    squared: torch.Tensor | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """``I + R/2 + α R²`` batched over leading dims; ``backend`` is ``"auto" | "torch" | "triton"``.
 
-    float64 always takes the reference (the kernel accumulates in float32).
+    float64 always takes the reference (the kernel accumulates in float32). With ``squared`` (``R²``,
+    overwritten) there is nothing left to fuse: ``"auto"`` takes the reference's element-wise passes
+    (an explicit backend ignores it and squares again).
     """
-    if backend == "auto" and _plain(R):
-        return step_matrix_reference(R, alpha, symmetric)
+    if backend == "auto" and (squared is not None or _plain(R)):
+        return step_matrix_reference(R, alpha, symmetric, squared)
     if R.dtype == torch.float64:
         backend = "torch"
     return dispatch(backend, step_matrix_reference, step_matrix_triton, R)(R, alpha, symmetric)

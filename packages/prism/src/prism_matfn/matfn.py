@@ -49,8 +49,10 @@ import torch
 from prism_matfn.alpha import (
     ALPHA_BOUNDS,
     ALPHA_SOLVERS,
+    KrylovRows,
     check_degree,
     fit_alpha,
+    krylov_order,
 )
 from prism_matfn.errors import ConvergenceError
 from prism_matfn.fused_step import step_matrix
@@ -66,8 +68,10 @@ from prism_matfn.sketch import gaussian_sketch
 
 FITS: tuple[str, ...] = ("sketch", "exact", "fixed")
 Step = Callable[
-    [tuple[Any, ...], "torch.Tensor | None", torch.Tensor, bool, "float | None"], tuple[Any, ...]
+    [tuple[Any, ...], torch.Tensor, "torch.Tensor | None", torch.Tensor, "float | None", bool],
+    tuple[Any, ...],
 ]
+"""``step(state, R, R², α, α as a float or None, again) -> state``: one PRISM update (see :func:`_iterate`)."""
 
 
 class PrismInfo(NamedTuple):
@@ -179,81 +183,103 @@ class PrismOptions:
 
 
 def _step_matrix(
-    R: torch.Tensor, alpha: torch.Tensor, degree: int, symmetric: bool
+    R: torch.Tensor,
+    alpha: torch.Tensor,
+    degree: int,
+    symmetric: bool,
+    squared: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``g(R) = I + αR`` (degree 3) or ``I + R/2 + αR²`` (degree 5, fused kernel on GPU)."""
+    """``g(R) = I + αR`` (degree 3) or ``I + R/2 + αR²`` (degree 5, fused kernel on GPU; ``squared``
+    is a precomputed ``R²``, overwritten)."""
     if degree == 5:
-        return step_matrix(R, alpha, symmetric)
+        return step_matrix(R, alpha, symmetric, squared=squared)
     T = alpha.to(R.dtype)[..., None, None] * R
     T.diagonal(dim1=-2, dim2=-1).add_(1.0)
     return T
 
 
-def _iterate(
-    state: tuple[torch.Tensor, ...],
-    residual: Callable[[tuple[torch.Tensor, ...]], torch.Tensor],
+def _update_step(
     update: Callable[[tuple[torch.Tensor, ...], torch.Tensor], tuple[torch.Tensor, ...]],
+    degree: int,
+    symmetric: bool,
+) -> Step:
+    """The :data:`Step` of ``update(state, g(R))`` (sign and the square roots)."""
+
+    def step(
+        state: tuple[Any, ...],
+        R: torch.Tensor,
+        R2: torch.Tensor | None,
+        alpha: torch.Tensor,
+        scalar: float | None,
+        again: bool,
+    ) -> tuple[Any, ...]:
+        return update(state, _step_matrix(R, alpha, degree, symmetric, R2))
+
+    return step
+
+
+def _iterate(
+    state: tuple[Any, ...],
+    residual: Callable[[tuple[Any, ...]], torch.Tensor],
+    step: Step,
     n: int,
     opts: PrismOptions,
     *,
     symmetric: bool,
     name: str,
     sketch: torch.Tensor | None = None,
-    step: Step | None = None,
-) -> tuple[tuple[torch.Tensor, ...], PrismInfo]:
+) -> tuple[tuple[Any, ...], PrismInfo]:
     """The PRISM loop shared by every function; ``symmetric`` says whether ``R`` is symmetric.
 
     ``sketch`` (already in ``X``'s dtype and device, ``(n, p)`` or ``(..., n, p)``) overrides the
-    options' sketch: the optimizers pass their per-parameter sketches stacked. ``step(state, R,
-    alpha, again, fixed)``, where given, replaces ``update(state, g(R))``: it gets ``R=None`` when
-    neither the fit nor the tracking needs the residual, ``again`` says whether another residual
-    follows, ``fixed`` is the fixed α as a float (``None`` for a fitted step).
+    options' sketch: the optimizers pass their per-parameter sketches stacked. Each iteration takes
+    ``R = residual(state)`` and ``state = step(state, R, R², α, scalar, again)``: ``R²`` is computed
+    here once for a degree-5 step on plain tensors (CPU, float64) and shared by the sketched fit (its
+    Krylov rows two at a time) and the step (``None`` on an accelerator, whose fused kernel squares);
+    ``scalar`` is α as a Python float where one α serves the whole batch on the CPU (a fixed step, or
+    one fitted matrix), else ``None``; ``again`` says whether another residual is needed after it.
     """
     X0 = state[0]
     batch = X0.shape[:-2]
     S = opts.sketch_for(n, X0.device, X0.dtype) if sketch is None else sketch
     if opts.fit == "exact" and not symmetric:
         S = torch.eye(n, dtype=X0.dtype, device=X0.device)  # exact Krylov Gram of a non-symmetric R
+    eigen_fit = opts.fit == "exact" and symmetric
+    share_square = opts.degree == 5 and _plain(X0)
+    rows = None
+    if opts.fit != "fixed" and not eigen_fit:
+        assert S is not None
+        order = krylov_order(opts.degree)
+        rows = KrylovRows(S, batch.numel(), order, X0.dtype, share_square, symmetric)
     alphas: list[torch.Tensor] = []
     norms: list[torch.Tensor] = []
     track = opts.check_finite or opts.return_info or opts.tol is not None
-    R: torch.Tensor | None = None
     fixed_alpha = torch.full(batch, opts.fixed_alpha, dtype=torch.float64, device=X0.device)
     for k in range(opts.steps):
-        fixed = opts.fit == "fixed" or k < opts.fixed_alpha_steps
-        if R is None and (step is None or track or not fixed):
-            R = residual(state)
+        R = residual(state)
         if track:
-            assert R is not None
             norms.append(torch.linalg.matrix_norm(R).double())
         if opts.tol is not None and bool((norms[-1] <= opts.tol * math.sqrt(n)).all()):
             break
-        if fixed:
-            alpha = fixed_alpha
+        R2 = R @ R if share_square else None
+        scalar: float | None
+        if opts.fit == "fixed" or k < opts.fixed_alpha_steps:
+            alpha, scalar = fixed_alpha, opts.fixed_alpha
         else:
-            assert R is not None
-            fit_R = (R + R.mT) * 0.5 if opts.fit == "exact" and symmetric else R
-            alpha = fit_alpha(
-                fit_R,
-                None if opts.fit == "exact" and symmetric else S,
-                opts.degree,
-                bounds=opts.bounds,
-                solver=opts.alpha_solver,
-                grid_points=opts.alpha_grid_points,
-            )
+            solver = (opts.bounds, opts.alpha_solver, opts.alpha_grid_points)
+            if rows is None:
+                alpha = fit_alpha((R + R.mT) * 0.5, None, opts.degree, bounds=solver[0],
+                                  solver=solver[1], grid_points=solver[2])  # fmt: skip
+            else:
+                alpha = rows.alpha(R, R2, opts.degree, *solver).reshape(batch)
+            on_host = alpha.device.type == "cpu" and alpha.numel() == 1
+            scalar = float(alpha) if on_host else None
         alphas.append(alpha)
         again = k + 1 < opts.steps or opts.return_info or opts.tol is not None
-        if step is not None:
-            state = step(state, R, alpha, bool(again), opts.fixed_alpha if fixed else None)
-            R = None
-        else:
-            assert R is not None
-            state = update(state, _step_matrix(R, alpha, opts.degree, symmetric))
-            R = residual(state) if again else R
+        state = step(state, R, R2, alpha, scalar, bool(again))
     else:
         if opts.steps and (opts.return_info or opts.tol is not None):
-            R = residual(state) if R is None else R
-            norms.append(torch.linalg.matrix_norm(R).double())
+            norms.append(torch.linalg.matrix_norm(residual(state)).double())
     history = torch.stack(norms).cpu() if norms else torch.zeros(0, *batch, dtype=torch.float64)
     if opts.check_finite:
         _check_convergence(history, state, n, name)
@@ -328,55 +354,54 @@ def _spectral_rescale(X: torch.Tensor, seed: int, iterations: int = 5) -> torch.
     return X / scale
 
 
-def _gram_wide(X: torch.Tensor, plain: bool) -> torch.Tensor:
-    """``X Xᵀ`` of a wide ``X``: a plain matmul, or shared-core's gram kernel (see :func:`gram_t`)."""
-    return X @ X.mT if plain else gram_t(X.mT)
+@functools.lru_cache(maxsize=16)
+def _eye(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A cached identity (read only: ``baddbmm`` reads it as its ``input``)."""
+    return torch.eye(n, dtype=dtype, device=device)
 
 
-def _polar_residual(state: tuple[Any, ...]) -> torch.Tensor:
-    """``R = I − X Xᵀ`` from the state ``(X, X Xᵀ)``."""
-    R = state[1].neg()
+def _polar_residual(X: torch.Tensor, plain: bool) -> torch.Tensor:
+    """``R = I − X Xᵀ`` of a wide ``(B, n, m)`` ``X``: one ``baddbmm`` on plain tensors, else
+    shared-core's gram kernel (see :func:`gram_t`) and the shift."""
+    if plain:
+        return torch.baddbmm(_eye(X.shape[-2], X.dtype, X.device), X, X.mT, alpha=-1.0)
+    R = gram_t(X.mT).neg_()
     R.diagonal(dim1=-2, dim2=-1).add_(1.0)
     return R
 
 
-def _unused_update(state: tuple[Any, ...], T: torch.Tensor) -> tuple[Any, ...]:
-    raise AssertionError("polar advances by _polar_step")
+def _current_residual(state: tuple[Any, ...]) -> torch.Tensor:
+    """Polar's residual: the step computes it with the iterate (state ``(X, R)``)."""
+    R = state[1]
+    assert R is not None, "the last step was told no residual follows"
+    return R
 
 
 def _polar_step(
     state: tuple[Any, ...],
-    R: torch.Tensor | None,
+    R: torch.Tensor,
+    R2: torch.Tensor | None,
     alpha: torch.Tensor,
+    scalar: float | None,
     again: bool,
-    fixed: float | None,
     *,
     degree: int,
     plain: bool,
 ) -> tuple[Any, ...]:
-    """``X ← g(R) X`` on the state ``(X, A = X Xᵀ)`` of a wide ``(B, n, m)`` ``X``; returns
-    ``(X', X' X'ᵀ)`` (``None`` in place of the Gram when no residual follows).
+    """``X ← g(R) X`` on the state ``(X, R = I − X Xᵀ)`` of a wide ``(B, n, m)`` ``X``; returns
+    ``(X', R')`` (``None`` in place of ``R'`` when no residual follows).
 
-    In ``A`` the step matrix is Muon's quintic ``g = a I + b A + c A²`` with ``(a, b, c) =
-    (3/2 + α, −(1/2 + 2α), α)`` (degree 5) or ``(1 + α, −α, 0)`` (degree 3): where α is one host
-    scalar (a fixed α, or one fitted matrix on the CPU) the step is Muon's two ``baddbmm`` calls. A
-    batch of fitted α, or an accelerator, takes the ``R`` form (fused kernel on GPU, no host sync).
+    With ``R²`` at hand (degree 5, plain tensors) the step is ``X + (αR² + R/2) X``: two element-wise
+    passes over ``R²`` and one ``baddbmm``, the flops of Muon's quintic (``R²`` replaces its
+    ``A²``). Otherwise ``g(R) @ X`` (degree 3, or the fused kernel on an accelerator).
     """
-    X, A = state
-    scalar = fixed
-    if scalar is None and plain and alpha.numel() == 1:
-        scalar = float(alpha)
-    if scalar is None:
-        R = _polar_residual(state) if R is None else R
+    X = state[0]
+    if R2 is None:
         X = _step_matrix(R, alpha.reshape(-1), degree, True) @ X
     else:
-        if degree == 5:
-            a, b, c = 1.5 + scalar, -(0.5 + 2 * scalar), scalar
-        else:
-            a, b, c = 1.0 + scalar, -scalar, 0.0
-        B = torch.baddbmm(A, A, A, beta=b, alpha=c) if c else A * b
-        X = torch.baddbmm(X, B, X, beta=a)
-    return (X, _gram_wide(X, plain) if again else None)
+        coef = scalar if scalar is not None else alpha.to(X.dtype).reshape(-1, 1, 1)
+        X = torch.baddbmm(X, R2.mul_(coef).add_(R, alpha=0.5), X)
+    return (X, _polar_residual(X, plain) if again else None)
 
 
 def polar(G: torch.Tensor, **options: Any) -> Any:
@@ -418,8 +443,8 @@ def polar_with(G: torch.Tensor, opts: PrismOptions, sketch: torch.Tensor | None 
     plain = _plain(X)
     step = functools.partial(_polar_step, degree=opts.degree, plain=plain)
     (X, _), info = _iterate(
-        (X, _gram_wide(X, plain)), _polar_residual, _unused_update, n, opts, symmetric=True,
-        name="polar", sketch=sketch, step=step,
+        (X, _polar_residual(X, plain)), _current_residual, step, n, opts, symmetric=True,
+        name="polar", sketch=sketch,
     )  # fmt: skip
     X = X.reshape(*batch, *X.shape[-2:])
     if info.alphas.numel() or info.residual_fro.numel():
@@ -454,7 +479,8 @@ def sign(A: torch.Tensor, **options: Any) -> Any:
     def update(state: tuple[torch.Tensor, ...], T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (state[0] @ T,)
 
-    (X,), info = _iterate((X,), residual, update, n, opts, symmetric=symmetric, name="sign")
+    step = _update_step(update, opts.degree, symmetric)
+    (X,), info = _iterate((X,), residual, step, n, opts, symmetric=symmetric, name="sign")
     if opts.check_finite:
         _warn_if_stalled(info, "sign")
     return (X.to(out_dtype), info) if opts.return_info else X.to(out_dtype)
@@ -568,7 +594,8 @@ def _coupled(
     def update(state: tuple[torch.Tensor, ...], T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (state[0] @ T, T @ state[1])
 
-    (Y, Z), info = _iterate((Y, Z), residual, update, n, opts, symmetric=True, name="sqrtm")
+    step = _update_step(update, opts.degree, True)
+    (Y, Z), info = _iterate((Y, Z), residual, step, n, opts, symmetric=True, name="sqrtm")
     if inverse and opts.check_finite:
         _warn_if_unconverged(Y, Z, n, opts, "inv_sqrtm")
     root_c = c.sqrt()

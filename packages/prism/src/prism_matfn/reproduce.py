@@ -302,6 +302,17 @@ def muon_training_section(report: Report, args: ReproduceArgs) -> None:
         for name, table in res["tuning"].items() for lr, v in table.items()
     ]  # fmt: skip
     report.table("MLP on digits: lr search (same grid for every Muon-type optimizer)", tuning_rows)
+    bracket_rows = [
+        {"optimizer": name, "grid": ", ".join(f"{lr:g}" for lr in grid),
+         "chosen": f"{res['chosen'][name]:g}",
+         "interior": "yes" if grid.index(res["chosen"][name]) not in (0, len(grid) - 1)
+         else "NO: the optimum may lie outside the grid"}
+        for name, grid in grids.items() if len(grid) >= 3
+    ]  # fmt: skip
+    if bracket_rows:
+        report.table(
+            "MLP on digits: is each tuned lr inside its grid (not at an end)?", bracket_rows
+        )
     finals = {n: [final_loss(r["losses"], window) for r in runs] for n, runs in res["runs"].items()}
     muon_mean, muon_se = _mean_se(finals["Muon"])
     target = muon_mean + 2 * muon_se  # Muon's final loss, within seed noise
