@@ -84,7 +84,7 @@ class Block:
         ``h = s Σ_a ν_a``): ``(Σ g, Σ h, Σ g², Σ g h, Σ h²)``, one pass over the pool for every θ."""
         h: Array | None = None
         if self.unit_nu:
-            g: Array = self.s * self.f_u[0]
+            g: Array = self.f_u[0] if self.s == 1.0 else self.s * self.f_u[0]  # no copy at s = 1
         else:
             g = self.s * np.sum([nu * f for f, nu in zip(self.f_u, self.nu_u, strict=True)], axis=0)
             h = self.s * np.sum(self.nu_u, axis=0)
@@ -114,16 +114,34 @@ def groups(block: Block, lam: Array) -> list[Group]:
 def equation(problem: ZProblem, groups_: list[Group], theta: Array) -> Array:
     """Ψ(θ) = Σ_g λ_g ⊙ (1/n_g) Σ_i c_i ψ(θ; x_i, y_i)."""
     total = np.zeros_like(theta, dtype=float)
+    # ``score_sum(θ, X, Y, c) = c @ ψ(θ; X, Y)`` without the (n, d) score array, where a problem has it.
+    score_sum = getattr(problem, "score_sum", None)
     for X, Y, c, lam in groups_:
-        total += lam * (c @ problem.psi(theta, X, Y)) / Y.shape[0]
+        s = c @ problem.psi(theta, X, Y) if score_sum is None else score_sum(theta, X, Y, c)
+        total += lam * s / Y.shape[0]
     return total
 
 
 def equation_jacobian(problem: ZProblem, groups_: list[Group], theta: Array) -> Array:
-    """∂Ψ/∂θ, from the problem's per-group Jacobians."""
+    """∂Ψ/∂θ, from the problem's per-group Jacobians.
+
+    When ∂ψ does not involve y, the labeled outcome and prediction groups share one Jacobian (same
+    contexts and weights): it is computed once with their λs summed, and not at all when they cancel
+    (λ = 1).
+    """
+    merged: list[Group] = []
+    for g in groups_:
+        if not getattr(problem, "jacobian_uses_y", True):
+            same = [i for i, m in enumerate(merged) if m[0] is g[0] and m[2] is g[2]]
+            if same:
+                X, Y, c, lam = merged[same[0]]
+                merged[same[0]] = (X, Y, c, lam + g[3])
+                continue
+        merged.append(g)
     total = np.zeros((theta.shape[0], theta.shape[0]))
-    for X, Y, c, lam in groups_:
-        total += lam[:, None] * problem.jacobian(theta, X, Y, c)
+    for X, Y, c, lam in merged:
+        if np.any(lam != 0):
+            total += lam[:, None] * problem.jacobian(theta, X, Y, c)
     return total
 
 
@@ -132,14 +150,17 @@ def newton_solve(
 ) -> Array:
     """Root of Ψ by Newton's method with backtracking on ‖Ψ‖ (exact in one step for linear ψ).
 
-    Converged when the full Newton step is below ``tol`` relative to θ (a step cut short by the
-    line search proves nothing).
+    Converged when the full step is below ``tol`` relative to θ (a step cut short by the line
+    search proves nothing). The Jacobian, a pass over every row, is kept while full steps shrink ‖Ψ‖
+    at least fourfold (a chord step) and recomputed otherwise.
     """
     theta = np.asarray(theta0, dtype=float).copy()
     psi = equation(problem, groups_, theta)
+    J: Array | None = None
     for _ in range(max_iter):
-        J = equation_jacobian(problem, groups_, theta)
-        check_invertible(problem, J, "Jacobian")
+        if J is None:
+            J = equation_jacobian(problem, groups_, theta)
+            check_invertible(problem, J, "Jacobian")
         step = np.linalg.solve(J, psi)
         if np.linalg.norm(step) <= tol * (1 + np.linalg.norm(theta)):
             return theta - step
@@ -150,6 +171,8 @@ def newton_solve(
             if np.linalg.norm(new_psi) <= (1 - 1e-4 * t) * norm or t < 1e-6:
                 break
             t /= 2
+        if t < 1.0 or np.linalg.norm(new_psi) > 0.25 * norm:
+            J = None
         theta, psi = candidate, new_psi
     reason = getattr(problem, "nonconvergence_reason", "the equation may have no root")
     raise RuntimeError(
@@ -159,8 +182,25 @@ def newton_solve(
     )
 
 
+def _mean_solve(problem: MeanProblem, block: Block, lam: float) -> Array:
+    """:meth:`MeanProblem.solve` with the pool group's sums ``Σ_j c_j f_j = Σ g`` and ``Σ_j c_j =
+    Σ h`` taken from :attr:`Block.pool_sums`, which the fit reads once for every λ."""
+    T, N = block.n_labeled, block.n_unlabeled
+    sw = float(block.w.sum())
+    num = float(block.w @ block.Y) / T
+    den = sw / T
+    if lam != 0.0:
+        sg, sh = block.pool_sums[:2]
+        num += lam * (sg / N - float(block.w @ block.f) / T)
+        den += lam * (sh / N - sw / T)
+    check_invertible(problem, np.array([[den]]), "Jacobian")
+    return np.array([num / den])
+
+
 def solve(problem: ZProblem, block: Block, lam: Array, theta0: Array | None = None) -> Array:
     """θ̂_λ for one block: the problem's own ``solve`` (closed forms, quantile) or Newton."""
+    if type(problem) is MeanProblem and block.n_unlabeled and not block.f_lc:
+        return _mean_solve(problem, block, float(lam[0]))
     groups_ = groups(block, lam)
     custom = getattr(problem, "solve", None)
     if custom is not None:

@@ -185,6 +185,11 @@ class LogisticProblem:
         X = _require_x(X, self.name)
         return X * (Y - _expit(X @ theta))[:, None]
 
+    def score_sum(self, theta: Array, X: Array | None, Y: Array, c: Array) -> Array:
+        """``c @ psi(theta, X, Y)`` without the (n, d) score array (Newton's hot path)."""
+        X = _require_x(X, self.name)
+        return np.asarray((c * (Y - _expit(X @ theta))) @ X, dtype=float)
+
     def jacobian(self, theta: Array, X: Array | None, Y: Array, w: Array) -> Array:
         X = _require_x(X, self.name)
         mu = _expit(X @ theta)

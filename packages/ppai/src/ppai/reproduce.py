@@ -5,14 +5,20 @@ Only the abstract is public, so the claims are its qualitative ones, measured on
 with informative (bias 0.2, noise 0.3) and useless (pure-noise) predictions; target E[Y(1)] = 0.3.
 Methods: labeled-only IPW (λ = 0), PPAI with λ = 1 and tuned λ̂, PPI++ ignoring the adaptivity, and
 (under a context-free Thompson sampler, where it applies) PPAI with square-root stabilised weights.
-A grid over the spec's other settings (3 arms and 10 covariates; N = T and N = 10T) and a diagnostic
-with a non-stabilising policy (unclipped Thompson sampling, propensities → 0) follow.
+obp's bootstrap interval for the IPW estimate (``OffPolicyEvaluation.estimate_intervals``) is the
+off-the-shelf baseline that ignores the adaptivity (it resamples rounds as if i.i.d.), where obp is
+installed. Then the spec's grids (§5): T ∈ {250 … 2000} × N ∈ {T, 5T, 10T}, the correlation × bias
+grid of the predictions, 3 arms with 10 covariates, and a diagnostic with a non-stabilising policy
+(unclipped Thompson sampling, propensities → 0).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
+import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,8 +56,71 @@ POLICIES = {
 # No propensity floor: the posterior concentrates and the propensities of a worse arm go to 0, so the
 # inverse propensities do not stabilise (the spec's diagnostic of where coverage breaks).
 NON_STABILISING = "Thompson unclipped (non-stabilising)"
+# The grids run under ε-greedy 0.1: weights up to 20, the largest among the floored policies but
+# ε = 0.05's.
+GRID_POLICY = "ε-greedy 0.1"
 DIAGNOSTIC_POLICIES = {NON_STABILISING: lambda: ThompsonSampling(clip=0.0)}
 PREDICTIONS = {"informative": NoisyOracle.informative, "useless": NoisyOracle.useless}
+# The spec's prediction grid (§5): correlation with E[Y(1) | x] × additive bias.
+CORRELATIONS = (0.0, 0.3, 0.6, 0.9)
+BIASES = (0.0, 0.5)
+
+
+def _correlated(corr: float, bias: float) -> Callable[[LinearContextualBandit], NoisyOracle]:
+    return lambda env: NoisyOracle.with_correlation(env, corr, bias, arm=ARM)
+
+
+PREDICTORS = {
+    **PREDICTIONS,
+    **{f"corr {c}, bias {b}": _correlated(c, b) for c in CORRELATIONS for b in BIASES},
+}
+OBP = "obp IPW, bootstrap (ignores adaptivity)"
+HAVE_OBP = importlib.util.find_spec("obp") is not None
+
+
+def obp_bootstrap_ci(
+    A: np.ndarray,
+    Y: Array,
+    pscore: Array,
+    *,
+    arm: int,
+    n_arms: int,
+    alpha: float = 0.05,
+    n_bootstrap: int = 200,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """obp's IPW estimate of ``E[Y(arm)]`` and its bootstrap interval: ``(estimate, lower, upper)``.
+
+    ``OffPolicyEvaluation.estimate_intervals`` resamples rounds with replacement, as if they were
+    i.i.d.: the interval a user gets off the shelf, which ignores the adaptivity. ``pscore`` is the
+    logged propensity of the played arm.
+    """
+    from obp.ope import InverseProbabilityWeighting, OffPolicyEvaluation
+
+    T = len(A)
+    action_dist = np.zeros((T, n_arms, 1))
+    action_dist[:, arm, 0] = 1.0
+    feedback = {"n_rounds": T, "action": A, "reward": Y, "pscore": pscore, "position": None}
+    ope = OffPolicyEvaluation(
+        bandit_feedback=feedback, ope_estimators=[InverseProbabilityWeighting()]
+    )
+    # obp logs a warning on every call that DM/DR need a reward model; only IPW is asked for here.
+    log = logging.getLogger("obp.ope.meta")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        est = ope.estimate_policy_values(action_dist=action_dist)["ipw"]
+        ci = ope.estimate_intervals(
+            action_dist=action_dist,
+            alpha=alpha,
+            n_bootstrap_samples=n_bootstrap,
+            random_state=seed,
+        )["ipw"]
+    finally:
+        log.setLevel(level)
+    (lower,) = (v for k, v in ci.items() if k.endswith("(lower)"))
+    (upper,) = (v for k, v in ci.items() if k.endswith("(upper)"))
+    return float(est), float(lower), float(upper)
 
 
 def wide_env() -> LinearContextualBandit:
@@ -71,14 +140,21 @@ def run_cell(
     reps: int,
     seed: int,
     env_name: str = "K=2, p=3",
+    obp_bootstrap: int = 0,
 ) -> dict[str, Any]:
-    """Coverage, mean width, RMSE (and mean λ̂) of every method over ``reps`` experiments."""
+    """Coverage, mean width, RMSE (and mean λ̂) of every method over ``reps`` experiments.
+
+    ``predictions`` names a predictor of :data:`PREDICTORS`; ``obp_bootstrap > 0`` adds obp's
+    bootstrap interval with that many resamples.
+    """
     env = ENVS[env_name]()
     truth = float(env.arm_means()[ARM])
     methods = dict(METHODS)
     if "context-free" in policy:
         methods[SQRT] = {"weighting": "sqrt_stabilized", "context_free_policy": True}
     rows: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in methods}
+    if obp_bootstrap:
+        rows[OBP] = []
     # Simulate in chunks so the unlabeled pools of all replications never sit in memory at once.
     rng = np.random.default_rng(seed)
     chunk = max(1, min(reps, 2_000_000 // max(N, 1)))
@@ -86,7 +162,7 @@ def run_cell(
         ex = simulate(
             env,
             {**POLICIES, **DIAGNOSTIC_POLICIES}[policy](),
-            PREDICTIONS[predictions](env),
+            PREDICTORS[predictions](env),
             T=T,
             N=N,
             reps=min(chunk, reps - start),
@@ -110,6 +186,17 @@ def run_cell(
                 lo, hi = fit.conf_int()[0]
                 lam = fit.lam_ if isinstance(fit.lam_, float) else float(np.mean(fit.lam_))
                 rows[name].append((float(lo <= truth <= hi), hi - lo, fit.theta_[0] - truth, lam))
+            if obp_bootstrap:
+                est, lo, hi = obp_bootstrap_ci(
+                    d["A"],
+                    d["Y"],
+                    d["propensity"][np.arange(T), d["A"]],
+                    arm=ARM,
+                    n_arms=env.n_arms,
+                    n_bootstrap=obp_bootstrap,
+                    seed=seed + start + r,
+                )
+                rows[OBP].append((float(lo <= truth <= hi), hi - lo, est - truth, 0.0))
     out = {}
     for name, v in rows.items():
         a = np.asarray(v)
@@ -117,8 +204,9 @@ def run_cell(
             "coverage": float(a[:, 0].mean()),
             "width": float(a[:, 1].mean()),
             "rmse": float(np.sqrt((a[:, 2] ** 2).mean())),
-            "lam": float(a[:, 3].mean()),
         }
+        if name != OBP:
+            out[name]["lam"] = float(a[:, 3].mean())
     return out
 
 
@@ -219,7 +307,7 @@ def run_targets(
 
 def _figure(report: Report, results: dict[tuple[str, str], dict[str, Any]], title: str) -> None:
     cells = list(results)
-    methods = [*METHODS, SQRT]
+    methods = [*METHODS, SQRT, OBP]
     fig, axes = subplots(1, 3, figsize=(16, 4.5))
     x = np.arange(len(cells))
     width = 0.8 / len(methods)
@@ -238,18 +326,24 @@ def _figure(report: Report, results: dict[tuple[str, str], dict[str, Any]], titl
     report.figure("coverage_width_rmse", fig, caption=title)
 
 
-def _sweep_figure(report: Report, sweep: dict[str, dict[int, dict[str, Any]]], policy: str) -> None:
-    fig, axes = subplots(1, len(sweep), figsize=(5.5 * len(sweep), 4), squeeze=False)
-    for ax, (pred, by_T) in zip(axes[0], sweep.items(), strict=True):
-        Ts = sorted(by_T)
-        for m in METHODS:
-            ax.plot(Ts, [by_T[T][m]["coverage"] for T in Ts], marker="o", label=m)
-        ax.axhline(0.95, color="k", lw=1, ls="--")
+def _tn_figure(report: Report, grid: dict[tuple[str, int, int], dict[str, Any]]) -> None:
+    preds = list(dict.fromkeys(q for q, _, _ in grid))
+    Ts = sorted({t for _, t, _ in grid})
+    ratios = sorted({n for _, _, n in grid})
+    fig, axes = subplots(1, len(preds), figsize=(5.5 * len(preds), 4), squeeze=False)
+    for ax, pred in zip(axes[0], preds, strict=True):
+        for k, n in enumerate(ratios):
+            for m, ls in ((TUNED, "-"), (IPW, "--")):
+                cov = [grid[(pred, t, n)][m]["coverage"] for t in Ts]
+                ax.plot(Ts, cov, ls, color=f"C{k}", marker="o", label=f"{m}, N = {n}T")
+        ax.axhline(0.95, color="k", lw=1, ls=":")
         ax.set_xscale("log")
-        ax.set_xlabel("T (labeled rounds), N = 5T")
-        ax.set_title(f"{policy}, {pred} predictions: coverage")
+        ax.set_xlabel("T (labeled rounds)")
+        ax.set_title(f"{GRID_POLICY}, {pred} predictions: coverage")
     axes[0][0].legend(fontsize=7)
-    report.figure("coverage_vs_T", fig, caption=f"Coverage of 95% intervals against T ({policy})")
+    report.figure(
+        "coverage_vs_T", fig, caption=f"Coverage of 95% intervals against T and N ({GRID_POLICY})"
+    )
 
 
 def _coverage_claim(
@@ -314,18 +408,12 @@ def _settings_grid(
     # ε-greedy: the policy with the largest weights. Tuned λ is compared with labeled-only IPW.
     grid_cases = args.pick(
         smoke=[("ε-greedy 0.1", "K=3, p=10", 5), (NON_STABILISING, "K=2, p=3", 5)],
-        quick=[
-            ("ε-greedy 0.1", "K=3, p=10", 5),
-            ("ε-greedy 0.1", "K=2, p=3", 1),
-            ("ε-greedy 0.1", "K=2, p=3", 10),
-            (NON_STABILISING, "K=2, p=3", 5),
-        ],
+        # K = 2, p = 3 at N = T and 10T is the T × N grid's.
+        quick=[("ε-greedy 0.1", "K=3, p=10", 5), (NON_STABILISING, "K=2, p=3", 5)],
         full=[
             ("ε-greedy 0.1", "K=3, p=10", 5),
             ("ε-greedy 0.1", "K=3, p=10", 1),
             ("ε-greedy 0.1", "K=3, p=10", 10),
-            ("ε-greedy 0.1", "K=2, p=3", 1),
-            ("ε-greedy 0.1", "K=2, p=3", 10),
             (NON_STABILISING, "K=2, p=3", 5),
         ],
     )
@@ -360,6 +448,172 @@ def _settings_grid(
     return grid
 
 
+def _tn_grid(
+    report: Report, args: ReproduceArgs, reps: int
+) -> dict[tuple[str, int, int], dict[str, Any]]:
+    """The spec's T ∈ {250 … 2000} × N ∈ {T, 5T, 10T} grid (§5) under ε-greedy, the policy with the
+    largest weights among the floored ones, for both kinds of predictions; keyed ``(predictions, T,
+    N/T)``."""
+    Ts = args.pick(
+        smoke=[100, 200], quick=[250, 500, 1000, 2000], full=[250, 500, 1000, 2000, 4000]
+    )
+    ratios = args.pick(smoke=[1, 10], quick=[1, 5, 10], full=[1, 5, 10])
+    cases = [(q, t, n) for q in PREDICTIONS for n in ratios for t in Ts]
+    grid = {
+        (q, t, n): report.cached(
+            f"tn-{q}-{t}-{n}",
+            lambda q=q, t=t, n=n, s=args.seed + 100 + k: run_cell(
+                GRID_POLICY, q, t, n * t, reps, s
+            ),
+        )
+        for k, (q, t, n) in enumerate(progress(cases, desc="T × N grid"))
+    }
+    report.table(
+        f"coverage against T and N ({GRID_POLICY}, {reps} experiments; coverage / width)",
+        [
+            {
+                "predictions": q,
+                "T": t,
+                "N": f"{n}T",
+                **{m: f"{r[m]['coverage']:.3f} / {r[m]['width']:.3f}" for m in METHODS},
+            }
+            for (q, t, n), r in grid.items()
+        ],
+    )
+    _tn_figure(report, grid)
+    return grid
+
+
+def _correlation_grid(
+    report: Report, args: ReproduceArgs, T: int, reps: int
+) -> dict[tuple[float, float], dict[str, Any]]:
+    """The spec's prediction grid (§5): correlation with ``E[Y(1) | x]`` × additive bias, under
+    ε-greedy with N = 5T; keyed ``(correlation, bias)``."""
+    corrs = args.pick(smoke=(0.0, 0.9), quick=CORRELATIONS, full=CORRELATIONS)
+    biases = args.pick(smoke=(0.5,), quick=BIASES, full=BIASES)
+    cases = [(c, b) for b in biases for c in corrs]
+    grid = {
+        (c, b): report.cached(
+            f"corr-{c}-{b}",
+            lambda c=c, b=b, s=args.seed + 400 + k: run_cell(
+                GRID_POLICY, f"corr {c}, bias {b}", T, 5 * T, reps, s
+            ),
+        )
+        for k, (c, b) in enumerate(progress(cases, desc="correlation × bias grid"))
+    }
+    report.table(
+        f"correlation × bias grid, E[Y(1)] = 0.3 ({GRID_POLICY}, T={T}, N={5 * T}, {reps} "
+        "experiments; coverage / width, mean λ̂)",
+        [
+            {
+                "corr with E[Y(1)|x]": c,
+                "bias": b,
+                **{m: f"{r[m]['coverage']:.3f} / {r[m]['width']:.3f}" for m in (IPW, "PPAI λ=1")},
+                TUNED: f"{r[TUNED]['coverage']:.3f} / {r[TUNED]['width']:.3f} ({r[TUNED]['lam']:.2f})",
+                "width tuned / IPW": round(r[TUNED]["width"] / r[IPW]["width"], 4),
+            }
+            for (c, b), r in grid.items()
+        ],
+    )
+    return grid
+
+
+def _shortfall_claim(
+    report: Report, grid: dict[tuple[str, int, int], dict[str, Any]], band: float
+) -> None:
+    """Claim: where tuned PPAI and labeled-only IPW both under-cover at the smallest T, tuned PPAI's
+    shortfall is smaller at the largest T (finite-sample behaviour of the weights, shared by IPW)."""
+    Ts = sorted({t for _, t, _ in grid})
+    lo, hi = Ts[0], Ts[-1]
+
+    def short(q: str, t: int, n: int, m: str) -> float:
+        return 0.95 - grid[(q, t, n)][m]["coverage"]
+
+    shared = [
+        (q, n)
+        for (q, t, n) in grid
+        if t == lo and short(q, lo, n, TUNED) > band and short(q, lo, n, IPW) > band
+    ]
+    ratio = {
+        c: max(short(*c[:1], hi, c[1], TUNED), 0.0) / short(*c[:1], lo, c[1], TUNED) for c in shared
+    }
+    report.claim(
+        "the coverage shortfall shared with labeled-only IPW shrinks as T grows",
+        f"tuned PPAI's shortfall from 0.95 at T={hi} / at T={lo} (max over N and predictions where "
+        f"IPW also falls short at T={lo})",
+        max(ratio.values()) if ratio else float("nan"),
+        1.0,
+        direction="lower",
+        baseline_name=f"shortfall at T={lo}",
+        note="; ".join(
+            f"{q}, N = {n}T: tuned {grid[(q, lo, n)][TUNED]['coverage']:.3f} → "
+            f"{grid[(q, hi, n)][TUNED]['coverage']:.3f}, IPW {grid[(q, lo, n)][IPW]['coverage']:.3f}"
+            f" → {grid[(q, hi, n)][IPW]['coverage']:.3f}"
+            for q, n in shared
+        )
+        or f"no (N, predictions) where both fall short at T={lo}: nothing to show",
+    )
+
+
+def _correlation_claim(report: Report, grid: dict[tuple[float, float], dict[str, Any]]) -> None:
+    """Claim: the width ratio falls as the correlation grows, for every bias; no wider (≤ 1.02) at
+    correlation 0 and narrower at the highest correlation."""
+    corrs = sorted({c for c, _ in grid})
+    biases = sorted({b for _, b in grid})
+    ratio = {k: r[TUNED]["width"] / r[IPW]["width"] for k, r in grid.items()}
+    falls = all(
+        ratio[(c2, b)] <= ratio[(c1, b)] + 0.005
+        for b in biases
+        for c1, c2 in itertools.pairwise(corrs)
+    )
+    top = max(ratio[(corrs[-1], b)] for b in biases)
+    report.claim(
+        "tuned PPAI narrows more as the predictions' correlation grows, whatever their bias",
+        f"CI width / labeled-only at correlation {corrs[-1]} (max over biases)",
+        top,
+        1.0,
+        direction="lower",
+        baseline_name="labeled-only IPW",
+        held=falls and top < 1.0 and all(ratio[(corrs[0], b)] <= 1.02 for b in biases),
+        note="width ratio by correlation: "
+        + "; ".join(
+            f"bias {b}: " + ", ".join(f"{ratio[(c, b)]:.3f}" for c in corrs) for b in biases
+        ),
+    )
+
+
+def _grid_claims(
+    report: Report,
+    tn: dict[tuple[str, int, int], dict[str, Any]],
+    corr: dict[tuple[float, float], dict[str, Any]],
+    reps: int,
+) -> None:
+    """Coverage on the T × N and correlation × bias grids (each missing cell with IPW beside it),
+    the shrinking shortfall, and the width against the correlation."""
+    band = _band(reps)
+    _coverage_claim(
+        report,
+        "tuned PPAI keeps nominal coverage on the T × N grid",
+        {(f"T={t}, N={n}T", q): r for (q, t, n), r in tn.items()},
+        band,
+        reps,
+    )
+    _shortfall_claim(report, tn, band)
+    _coverage_claim(
+        report,
+        "tuned PPAI keeps nominal coverage on the correlation × bias grid",
+        {(f"corr {c}", f"bias {b}"): r for (c, b), r in corr.items()},
+        band,
+        reps,
+    )
+    _correlation_claim(report, corr)
+
+
+def _band(reps: int) -> float:
+    """The spec's coverage band (§5(i)): ±2 Monte-Carlo s.e. of a 95 % coverage."""
+    return 2 * float(np.sqrt(0.95 * 0.05 / reps))
+
+
 def _claims(
     report: Report,
     results: dict[tuple[str, str], dict[str, Any]],
@@ -368,7 +622,7 @@ def _claims(
     reps: int,
 ) -> None:
     """The abstract's claims, computed from the cells, the other targets and the settings grid."""
-    band = 2 * float(np.sqrt(0.95 * 0.05 / reps))  # the spec's ±2 Monte-Carlo s.e. (§5(i))
+    band = _band(reps)
     tuned = {c: r[TUNED] for c, r in results.items()}
     ipw = {c: r[IPW] for c, r in results.items()}
     inf = [c for c in results if c[1] == "informative"]
@@ -444,6 +698,12 @@ def _claims(
     )
 
 
+def _obp_version() -> str:
+    from importlib.metadata import version
+
+    return version("obp")
+
+
 def run(args: ReproduceArgs) -> Report:
     T = args.pick(smoke=200, quick=2000, full=4000)
     N = 5 * T
@@ -454,7 +714,17 @@ def run(args: ReproduceArgs) -> Report:
         quick=list(POLICIES),
         full=list(POLICIES),
     )
-    settings = {"size": args.size, "seed": args.seed, "T": T, "N": N, "reps": reps}
+    # obp's bootstrap resamples (its default is 100); 0 when obp is not installed.
+    n_boot = args.pick(smoke=50, quick=200, full=1000) if HAVE_OBP else 0
+    settings = {
+        "size": args.size,
+        "seed": args.seed,
+        "T": T,
+        "N": N,
+        "reps": reps,
+        "obp": _obp_version() if HAVE_OBP else "not installed (pip install 'ppai[peers]')",
+        "obp_bootstrap_samples": n_boot,
+    }
     report = Report(
         "ppai",
         "Prediction-Powered Adaptive Inference (reconstruction, simulation)",
@@ -465,7 +735,10 @@ def run(args: ReproduceArgs) -> Report:
     results = {}
     for i, (policy, pred) in enumerate(progress(cells, desc="cells")):
         results[(policy, pred)] = report.cached(
-            f"cell-{i}", lambda p=policy, q=pred, s=args.seed + i: run_cell(p, q, T, N, reps, s)
+            f"cell-{i}",
+            lambda p=policy, q=pred, s=args.seed + i: run_cell(
+                p, q, T, N, reps, s, obp_bootstrap=n_boot
+            ),
         )
     report.table(
         f"E[Y(1)], T={T}, N={N}, {reps} experiments per cell",
@@ -479,29 +752,8 @@ def run(args: ReproduceArgs) -> Report:
         report, results, f"95% intervals for E[Y(1)]: T={T}, N={N}, {reps} experiments per cell"
     )
 
-    # Finite-sample diagnostic: coverage as T grows under the policy with the largest weights.
-    sweep_policy = "ε-greedy 0.1"
-    Ts = args.pick(
-        smoke=[100, 200], quick=[250, 500, 1000, 2000], full=[250, 500, 1000, 2000, 4000, 8000]
-    )
-    sweep: dict[str, dict[int, dict[str, Any]]] = {q: {} for q in PREDICTIONS}
-    for q in PREDICTIONS:
-        for j, t in enumerate(progress(Ts, desc=f"T sweep, {q}")):
-            sweep[q][t] = report.cached(
-                f"sweep-{q}-{t}",
-                lambda q=q, t=t, s=args.seed + 100 + j: run_cell(
-                    sweep_policy, q, t, 5 * t, reps, s
-                ),
-            )
-    report.table(
-        f"coverage against T ({sweep_policy}, N = 5T, {reps} experiments)",
-        [
-            {"predictions": q, "T": t, **{m: round(r[m]["coverage"], 4) for m in METHODS}}
-            for q, by_T in sweep.items()
-            for t, r in sorted(by_T.items())
-        ],
-    )
-    _sweep_figure(report, sweep, sweep_policy)
+    tn = _tn_grid(report, args, reps)
+    corr = _correlation_grid(report, args, T, reps)
 
     # Other targets of the spec (§5) under clipped Thompson sampling.
     n_mc = args.pick(smoke=20_000, quick=1_000_000, full=4_000_000)
@@ -532,6 +784,7 @@ def run(args: ReproduceArgs) -> Report:
 
     grid = _settings_grid(report, args, T, reps)
     _claims(report, results, targets, grid, reps)
+    _grid_claims(report, tn, corr, reps)
     return report
 
 
