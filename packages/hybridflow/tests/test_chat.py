@@ -1,6 +1,7 @@
 """Chat history: earlier turns reach every model call, through arun and through serve()."""
 
 import asyncio
+from typing import ClassVar
 
 import pytest
 from hybridflow import HybridFlow, serve
@@ -45,7 +46,7 @@ def test_split_conversation_refuses_bad_messages(messages, error, match):
 class Recording(SimClient):
     """A simulated client that keeps every message list it was sent."""
 
-    sent: list = []
+    sent: ClassVar[list] = []
 
     async def complete(self, messages, **kw):
         Recording.sent.append([dict(m) for m in messages])
@@ -58,7 +59,9 @@ def _flow(sim_server):
     eps = sim_endpoints(sim_server)
     models = {m.name: m for m in (EDGE, CLOUD, PLANNER)}
     factory = lambda ep, retry: Recording(ep, models, time_scale=0.001)  # noqa: E731
-    return HybridFlow(eps["edge"], eps["cloud"], "threshold", planner=eps["planner"], client_factory=factory)
+    return HybridFlow(
+        eps["edge"], eps["cloud"], "threshold", planner=eps["planner"], client_factory=factory
+    )
 
 
 def test_serve_carries_the_conversation_into_every_call(sim_server):

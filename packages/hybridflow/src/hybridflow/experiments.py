@@ -23,11 +23,11 @@ from hybridflow.sim import (
     EDGE,
     ArithmeticTask,
     SimModel,
-    VirtualTimeLoop,
     answer_of,
     plan_text,
     reply_seconds,
     respond,
+    run_virtual,
 )
 from hybridflow.tokens import estimate_chat_tokens, estimate_tokens
 from hybridflow.training import SubtaskProfile
@@ -155,8 +155,7 @@ def run_arm(
         finally:
             await flow.aclose()
 
-    with asyncio.Runner(loop_factory=VirtualTimeLoop if virtual else None) as runner:
-        results = runner.run(go())
+    results = run_virtual(go()) if virtual else asyncio.run(go())
     arm = ArmResult([], [], [], [], [], [], [], 0)
     for task, r in zip(tasks, results, strict=False):
         arm.correct.append(float(answer_of(r.answer) == task.answer))

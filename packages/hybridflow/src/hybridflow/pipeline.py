@@ -292,7 +292,9 @@ class _Charge:
 class _Query:
     """The state of one query: DAG, results, records, ledger, clock."""
 
-    def __init__(self, flow: HybridFlow, query: str, history: Sequence[dict[str, str]] = ()) -> None:
+    def __init__(
+        self, flow: HybridFlow, query: str, history: Sequence[dict[str, str]] = ()
+    ) -> None:
         self.flow, self.query, self.history = flow, query, history
         self.t0 = clock()
         self.deadline = None if flow.deadline_s is None else self.t0 + flow.deadline_s
@@ -429,7 +431,9 @@ class _Query:
         res = None
         if record is not None:  # a model call: reserve its bound like any other call
             ep = self.flow.planner_spec
-            res = self._reserve(ep, "planner", planner_messages(self.query, self.history), planner.max_tokens)
+            res = self._reserve(
+                ep, "planner", planner_messages(self.query, self.history), planner.max_tokens
+            )
             if res is None:
                 record.status, record.error = "budget", "the budget cannot cover the planner call"
                 self.flags.append("planner_failed")

@@ -35,7 +35,7 @@ DELTA0 = (-0.1, 0.1, 0.2, 0.3)
 # higher, so its delta0 sweep sits higher; TAU_SHARP is a near-hard threshold beside the official 0.1.
 Q_DELTA0 = (0.3, 0.4, 0.5, 0.6, 0.7)
 TAU_SHARP = 0.02
-QUALITY_LABEL = {"lambda_t": 0.0, "lambda_k": 0.0}
+QUALITY_LABEL: dict[str, Any] = {"lambda_t": 0.0, "lambda_k": 0.0}
 
 
 class TrueDifficultyRouter:
@@ -151,9 +151,7 @@ def _sim_arms(
     out = {}
     for name, (router, kw) in progress(arms.items(), desc=desc, total=len(arms)):
         flow = _flow(eps, router, scale, client_factory=factory, **kw)
-        out[name] = run_arm(
-            flow, tasks, concurrency=concurrency, time_scale=scale, virtual=virtual
-        )
+        out[name] = run_arm(flow, tasks, concurrency=concurrency, time_scale=scale, virtual=virtual)
     return out
 
 

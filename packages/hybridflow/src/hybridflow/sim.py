@@ -563,7 +563,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     timer instead of sleeping, so ``asyncio.sleep`` costs no wall time and ``loop.time()`` (which
     HybridFlow reads for r_L, records and deadlines) advances by model time only, however loaded the
     CPU. For in-process :class:`SimClient` runs; real sockets need the wall clock.
-    ``asyncio.Runner(loop_factory=VirtualTimeLoop)`` runs a coroutine on it.
+    :func:`run_virtual` runs a coroutine on it.
     """
 
     def __init__(self) -> None:
@@ -579,6 +579,17 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         if not ready and timers:
             self._virtual_now = max(self._virtual_now, timers[0].when())
         super()._run_once()  # type: ignore[misc]
+
+
+def run_virtual(coro: Any) -> Any:
+    """Run ``coro`` to completion on a fresh :class:`VirtualTimeLoop` (``asyncio.run`` on the simulated
+    clock; ``asyncio.Runner(loop_factory=...)`` needs Python 3.11)."""
+    loop = VirtualTimeLoop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def sim_client_factory(models: dict[str, SimModel], *, time_scale: float, seed: int = 0) -> Any:
