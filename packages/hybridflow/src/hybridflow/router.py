@@ -180,10 +180,8 @@ class UtilityRouter:
         depth: int = 2,
         force_cloud_first_last: bool = True,
         seed: int | None = 0,
-        embed_question: bool = True,
     ) -> None:
         self.embedder = as_embedder(embedder)
-        self.embed_question = bool(embed_question)
         self.b_max = _positive("b_max", b_max)
         self.l_max = _positive("l_max", l_max)
         self.tau = _positive("tau", tau)
@@ -212,10 +210,7 @@ class UtilityRouter:
         r_l: Any,
     ) -> np.ndarray:
         """``[e; m; r_B; r_L]`` rows for a batch of steps."""
-        texts = [
-            q + " " + s.task if self.embed_question else s.task
-            for q, s in zip(questions, subtasks, strict=False)
-        ]
+        texts = [q + " " + s.task for q, s in zip(questions, subtasks, strict=False)]
         emb = np.asarray(self.embedder(texts), dtype=np.float32)
         if emb.shape != (len(texts), self.embedder.dim):
             raise ValueError(
@@ -291,7 +286,6 @@ class UtilityRouter:
             "depth": self.depth,
             "force_cloud_first_last": self.force_cloud_first_last,
             "seed": self.seed,
-            "embed_question": self.embed_question,
         }
 
     def save(self, path: str | Path) -> Path:
