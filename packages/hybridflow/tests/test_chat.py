@@ -102,3 +102,6 @@ def test_arun_without_history_sends_the_calls_unchanged(sim_server):
     assert all(m["content"] != HISTORY[1]["content"] for call in Recording.sent for m in call)
     with pytest.raises(TypeError, match="history must be a list"):
         asyncio.run(flow.arun(task.query, history="hello"))
+    Recording.sent = []
+    flow.run(task.query, history=HISTORY[1:])  # the sync entry point carries it too
+    assert all(call[-3:-1] == HISTORY[1:] for call in Recording.sent)

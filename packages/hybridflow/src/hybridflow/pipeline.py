@@ -204,12 +204,12 @@ class HybridFlow:
         return CallablePlanner(spec)
 
     # -- entry points --------------------------------------------------------------------------
-    def run(self, query: str) -> HybridFlowResult:
+    def run(self, query: str, *, history: Sequence[Any] | None = None) -> HybridFlowResult:
         """Synchronous :meth:`arun` (its own event loop; clients are closed afterwards)."""
 
         async def once() -> HybridFlowResult:
             try:
-                return await self.arun(query)
+                return await self.arun(query, history=history)
             finally:
                 await self.aclose()
 
