@@ -4,8 +4,10 @@ Simulated edge and cloud models serve synthetic arithmetic DAG tasks over OpenAI
 127.0.0.1 (time scaled down); the router is trained on simulated profiles. Claims: the DAG's latency
 saving over the chain equals the latency model's 1 - critical path / sum of steps; HybridFlow is
 faster than its chain ablation and cheaper than sending every subtask to the cloud; the adaptive
-router dominates the fixed-threshold accuracy-cost curve; accuracy lies between edge-only and
-cloud-only. Negative controls: a one-worker DAG, a random router, a router trained on shuffled labels.
+router dominates the fixed-threshold accuracy-cost curve (with the official utility label, and with
+the accuracy gain alone); accuracy lies between edge-only and cloud-only. The fixture's ceiling is a
+threshold on the TRUE difficulty. Negative controls: a one-worker DAG, a random router, routers
+trained on shuffled labels.
 """
 
 from __future__ import annotations
