@@ -40,7 +40,6 @@ from hybridflow.sim import (
 from shared_core.bench import compare
 
 MODELS = {m.name: m for m in (EDGE, CLOUD, PLANNER)}
-SIM_SCALE = 0.05  # in-process simulated clients, as in the reproduction
 
 
 def makespans(n: int, scale: float, *, in_process: bool = False) -> dict[str, Any]:
@@ -78,13 +77,17 @@ def makespans(n: int, scale: float, *, in_process: bool = False) -> dict[str, An
     return out
 
 
-def equal_accuracy(n_train: int, n_eval: int) -> dict[str, Any]:
-    """In-process clients: HybridFlow (adaptive) vs the query router calibrated to the same accuracy."""
+def equal_accuracy(n_train: int, n_eval: int, **router_kw: Any) -> dict[str, Any]:
+    """In-process clients on the simulated clock: HybridFlow (adaptive) vs the query router calibrated
+    to the same accuracy. ``router_kw``: the label (``lambda_t``, ``lambda_k``) and ``tau``/``delta0``."""
     train, tasks = make_tasks(n_train, seed=1000), make_tasks(n_eval, seed=2000)
-    router = train_router(profiles_for(train))
+    settings = {k: router_kw.pop(k) for k in ("tau", "delta0") if k in router_kw}
+    router = train_router(profiles_for(train), **router_kw)
+    for name, value in settings.items():
+        setattr(router, name, value)
     eps = {k: ModelEndpoint(m.name, "http://127.0.0.1:9/v1", price_in_per_mtok=p[0], price_out_per_mtok=p[1])
            for k, m, p in (("edge", EDGE, (0, 0)), ("cloud", CLOUD, (2.0, 8.0)), ("planner", PLANNER, (0, 0)))}  # fmt: skip
-    factory = sim_client_factory(MODELS, time_scale=SIM_SCALE)
+    factory = sim_client_factory(MODELS, time_scale=1.0)
 
     def arm(r: Any, planner: bool = True) -> dict[str, Any]:
         flow = HybridFlow(
@@ -93,10 +96,10 @@ def equal_accuracy(n_train: int, n_eval: int) -> dict[str, Any]:
             r,
             planner=eps["planner"],
             client_factory=factory,
-            time_scale=SIM_SCALE,  # the clients' own scale: r_L must read unscaled seconds
             max_workers=8,
         )
-        return run_arm(flow, tasks, concurrency=8, time_scale=SIM_SCALE)
+        # the simulated clock: r_L reads model seconds, not this machine's load
+        return run_arm(flow, tasks, concurrency=8, time_scale=1.0, virtual=True)
 
     hf = arm(router)
     target = float(np.mean(hf["correct"]))
@@ -196,7 +199,8 @@ def main() -> None:
         "--sim-scale", type=float, default=0.2, help="time scale of the in-process makespans"
     )
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
-    parts = ("overhead", "router", "makespan_in_process", "makespan_http", "equal_accuracy")
+    parts = ("overhead", "router", "makespan_in_process", "makespan_http", "equal_accuracy",
+             "equal_accuracy_quality_label")  # fmt: skip
     ap.add_argument("--only", nargs="*", choices=parts, default=list(parts))
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -207,7 +211,10 @@ def main() -> None:
         "makespan_in_process": lambda: makespans(a.queries, a.sim_scale, in_process=True),
         # the whole client path over loopback HTTP (CPU-bound on a loaded 2-core machine)
         "makespan_http": lambda: makespans(a.queries, a.scale),
-        "equal_accuracy": lambda: equal_accuracy(300, 60),
+        "equal_accuracy": lambda: equal_accuracy(500, 400),
+        "equal_accuracy_quality_label": lambda: equal_accuracy(
+            500, 400, lambda_t=0.0, lambda_k=0.0, tau=0.02, delta0=0.4
+        ),
     }
     result = {name: jobs[name]() for name in a.only}
     (a.out / "bench.json").write_text(json.dumps(result, indent=2))

@@ -24,6 +24,12 @@ from hybridflow.endpoints import ModelEndpoint, RetryPolicy, retryable_status
 from hybridflow.tokens import estimate_chat_tokens, estimate_tokens
 
 
+def clock() -> float:
+    """Seconds on the running event loop's clock: ``time.monotonic()`` on a default loop, the simulated
+    servers' clock under :class:`hybridflow.sim.VirtualTimeLoop` (one clock for deadlines, records and r_L)."""
+    return asyncio.get_running_loop().time()
+
+
 @dataclasses.dataclass(frozen=True)
 class Attempt:
     """One HTTP attempt: ``outcome`` is "ok", "http_<status>", "timeout", "connection" or "broken_stream"."""
@@ -169,7 +175,7 @@ class ChatClient:
         on_attempt: Callable[[Attempt], None] | None = None,
         may_retry: Callable[[], bool] | None = None,
     ) -> Completion:
-        """One chat completion; ``deadline`` is a ``time.monotonic()`` instant after which no retry starts.
+        """One chat completion; ``deadline`` is a :func:`clock` instant after which no retry starts.
 
         ``on_text`` gets each streamed piece. With ``retry_after_text=False`` a stream that broke after
         delivering text is not retried (the planner: its parsed steps are already running).
@@ -197,9 +203,9 @@ class ChatClient:
                 )
             delivered: list[str] = []
             sink = self._sink(delivered, on_text)
-            queued = time.monotonic()
+            queued = clock()
             async with self._slots:
-                queue_s += time.monotonic() - queued
+                queue_s += clock() - queued
                 try:
                     text, usage, ttft, seconds = await self._once(msgs, cap, sink)
                 except (self._openai.APIError, self._httpx.TransportError, _BrokenStream) as error:
@@ -225,7 +231,7 @@ class ChatClient:
             delay = self.retry.backoff(number, float(self._rng.random()))
             if wait is not None:
                 delay = min(wait, self.retry.max_retry_after_s)
-            if deadline is not None and time.monotonic() + delay >= deadline:
+            if deadline is not None and clock() + delay >= deadline:
                 raise CallFailed(
                     f"{self.endpoint.name}: deadline reached before retry {number + 1}",
                     attempts,
@@ -275,7 +281,7 @@ class ChatClient:
     async def _once(
         self, msgs: list[dict[str, str]], cap: int, sink: Callable[[str], None]
     ) -> tuple[str, tuple[int, int, bool], float, float]:
-        start = time.monotonic()
+        start = clock()
         ttft = float("nan")
         pieces: list[str] = []
         usage = None
@@ -295,7 +301,7 @@ class ChatClient:
                     piece = choice.delta.content if choice.delta is not None else None
                     if piece:
                         if not pieces:
-                            ttft = time.monotonic() - start
+                            ttft = clock() - start
                         pieces.append(piece)
                         sink(piece)
                     if choice.finish_reason is not None:
@@ -313,4 +319,4 @@ class ChatClient:
             counts = (int(usage.prompt_tokens), int(usage.completion_tokens), False)
         else:
             counts = (estimate_chat_tokens(msgs), estimate_tokens(text), True)
-        return text, counts, ttft if pieces else time.monotonic() - start, time.monotonic() - start
+        return text, counts, ttft if pieces else clock() - start, clock() - start

@@ -27,6 +27,7 @@ from hybridflow.sim import (
     plan_text,
     reply_seconds,
     respond,
+    run_virtual,
 )
 from hybridflow.tokens import estimate_chat_tokens, estimate_tokens
 from hybridflow.training import SubtaskProfile
@@ -72,9 +73,15 @@ def profiles_for(tasks: Sequence[ArithmeticTask]) -> list[SubtaskProfile]:
 
 
 def train_router(
-    profiles: Sequence[SubtaskProfile], *, shuffle: bool = False, seed: int = 0, epochs: int = 30
+    profiles: Sequence[SubtaskProfile],
+    *,
+    shuffle: bool = False,
+    seed: int = 0,
+    epochs: int = 30,
+    **fit_kw: Any,
 ) -> UtilityRouter:
-    """The adaptive router on the profiles; ``shuffle`` permutes the quality labels (a control)."""
+    """The adaptive router on the profiles; ``shuffle`` permutes the quality labels (a control);
+    ``fit_kw`` go to :meth:`UtilityRouter.fit` (e.g. the label's ``lambda_t``, ``lambda_k``)."""
     if shuffle:
         rng = np.random.default_rng(seed + 1)
         q_e = [p.quality_edge for p in profiles]
@@ -86,7 +93,7 @@ def train_router(
         ]
     router = UtilityRouter(HashingEmbedder(EMBED_DIM), seed=seed)
     # lr 1e-3 rather than the official 1e-4: 30 epochs of ~2k profiles converge with it.
-    return router.fit(profiles, epochs=epochs, lr=1e-3, seed=seed)
+    return router.fit(profiles, epochs=epochs, lr=1e-3, seed=seed, **fit_kw)
 
 
 def query_router(profiles_tasks: Sequence[ArithmeticTask], seed: int = 0) -> QueryRouter:
@@ -131,9 +138,16 @@ def _span(result: Any) -> float:
 
 
 def run_arm(
-    flow: HybridFlow, tasks: Sequence[ArithmeticTask], *, concurrency: int, time_scale: float
+    flow: HybridFlow,
+    tasks: Sequence[ArithmeticTask],
+    *,
+    concurrency: int,
+    time_scale: float,
+    virtual: bool = False,
 ) -> dict[str, Any]:
-    """Run ``flow`` on ``tasks``; latencies are reported unscaled (divided by ``time_scale``)."""
+    """Run ``flow`` on ``tasks``; latencies are reported unscaled (divided by ``time_scale``).
+    ``virtual`` runs on the simulated clock (:class:`~hybridflow.sim.VirtualTimeLoop`; in-process
+    clients only), so routing that reads r_L does not depend on the machine's load."""
 
     async def go() -> list[Any]:
         try:
@@ -141,7 +155,7 @@ def run_arm(
         finally:
             await flow.aclose()
 
-    results = asyncio.run(go())
+    results = run_virtual(go()) if virtual else asyncio.run(go())
     arm = ArmResult([], [], [], [], [], [], [], 0)
     for task, r in zip(tasks, results, strict=False):
         arm.correct.append(float(answer_of(r.answer) == task.answer))

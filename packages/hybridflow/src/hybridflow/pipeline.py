@@ -9,12 +9,12 @@ edge model aggregates the results into the answer. ``deadline_s`` cancels what i
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from hybridflow.accounting import BudgetLedger, HybridFlowResult, Reservation, StepRecord
-from hybridflow.client import Attempt, CallFailed, ChatClient
+from hybridflow.chat import check_history, with_history
+from hybridflow.client import Attempt, CallFailed, ChatClient, clock
 from hybridflow.endpoints import Budget, ModelEndpoint, RetryPolicy
 from hybridflow.plan import PlanError, Subtask, TaskDAG, ready_steps
 from hybridflow.planners import CallablePlanner, LLMPlanner, RulePlanner, planner_messages
@@ -204,12 +204,12 @@ class HybridFlow:
         return CallablePlanner(spec)
 
     # -- entry points --------------------------------------------------------------------------
-    def run(self, query: str) -> HybridFlowResult:
+    def run(self, query: str, *, history: Sequence[Any] | None = None) -> HybridFlowResult:
         """Synchronous :meth:`arun` (its own event loop; clients are closed afterwards)."""
 
         async def once() -> HybridFlowResult:
             try:
-                return await self.arun(query)
+                return await self.arun(query, history=history)
             finally:
                 await self.aclose()
 
@@ -239,10 +239,12 @@ class HybridFlow:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def arun(self, query: str) -> HybridFlowResult:
+    async def arun(self, query: str, *, history: Sequence[Any] | None = None) -> HybridFlowResult:
+        """Answer ``query``; ``history`` (earlier chat turns, OpenAI-style messages) goes into every
+        model call between that call's system prompt and its own message (see :mod:`hybridflow.chat`)."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
-        return await _Query(self, query).run()
+        return await _Query(self, query, check_history(history)).run()
 
 
 def _failed_result(query: str, error: BaseException) -> HybridFlowResult:
@@ -290,9 +292,11 @@ class _Charge:
 class _Query:
     """The state of one query: DAG, results, records, ledger, clock."""
 
-    def __init__(self, flow: HybridFlow, query: str) -> None:
-        self.flow, self.query = flow, query
-        self.t0 = time.monotonic()
+    def __init__(
+        self, flow: HybridFlow, query: str, history: Sequence[dict[str, str]] = ()
+    ) -> None:
+        self.flow, self.query, self.history = flow, query, history
+        self.t0 = clock()
         self.deadline = None if flow.deadline_s is None else self.t0 + flow.deadline_s
         self.ledger = BudgetLedger(flow.budget)
         self.dag = TaskDAG(sequential=flow.chain, single_rely=flow.single_rely)
@@ -301,7 +305,7 @@ class _Query:
         self.flags: list[str] = []
 
     def now(self) -> float:
-        return time.monotonic() - self.t0
+        return clock() - self.t0
 
     async def run(self) -> HybridFlowResult:
         try:
@@ -317,7 +321,7 @@ class _Query:
         """Await ``coro`` within what is left of the query's deadline (TimeoutError past it)."""
         if self.deadline is None:
             return await coro
-        return await asyncio.wait_for(coro, max(0.0, self.deadline - time.monotonic()))
+        return await asyncio.wait_for(coro, max(0.0, self.deadline - clock()))
 
     async def _answer(self) -> str | None:
         flow = self.flow
@@ -394,7 +398,7 @@ class _Query:
                     waiting.add(plan_task)
                 changed.clear()
                 waiter = asyncio.ensure_future(changed.wait())
-                timeout = None if self.deadline is None else self.deadline - time.monotonic()
+                timeout = None if self.deadline is None else self.deadline - clock()
                 if timeout is not None and timeout <= 0:
                     raise asyncio.TimeoutError
                 try:
@@ -427,7 +431,9 @@ class _Query:
         res = None
         if record is not None:  # a model call: reserve its bound like any other call
             ep = self.flow.planner_spec
-            res = self._reserve(ep, "planner", planner_messages(self.query), planner.max_tokens)
+            res = self._reserve(
+                ep, "planner", planner_messages(self.query, self.history), planner.max_tokens
+            )
             if res is None:
                 record.status, record.error = "budget", "the budget cannot cover the planner call"
                 self.flags.append("planner_failed")
@@ -436,19 +442,20 @@ class _Query:
         charge = None
         if res is not None:
             ep = self.flow.planner_spec
-            messages = planner_messages(self.query)
+            messages = planner_messages(self.query, self.history)
             charge = _Charge(
                 self, res, lambda: self._reserve(ep, "planner", messages, planner.max_tokens)
             )
         try:
             if charge is None:
                 await planner.plan(
-                    self.query, self.dag, deadline=self.deadline, record=record, t0=self.t0
-                )
+                    self.query, self.dag, deadline=self.deadline, record=record, t0=self.t0,
+                    history=self.history,
+                )  # fmt: skip
             else:
                 await planner.plan(
                     self.query, self.dag, deadline=self.deadline, record=record, t0=self.t0,
-                    on_attempt=charge.attempts.append, may_retry=charge.rereserve,
+                    history=self.history, on_attempt=charge.attempts.append, may_retry=charge.rereserve,
                 )  # fmt: skip
         except CallFailed as error:
             if record is not None:
@@ -511,6 +518,7 @@ class _Query:
         fallback: bool = False,
     ) -> str | None:
         flow = self.flow
+        messages = with_history(messages, self.history)
         self.records.append(record)
         ep = flow.cloud if target == "cloud" else flow.edge
         cap = flow.step_max_tokens or ep.max_tokens

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import inspect
 import re
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from hybridflow.chat import with_history
+from hybridflow.client import clock
 from hybridflow.plan import Subtask, TaskDAG
 
 EXPLAIN_TASK = (
@@ -50,11 +51,12 @@ Attributes: ID (integer), Task, Difficulty (1-9), Token (expected answer length)
 PlanFn = Callable[[str], "str | Sequence[Subtask] | Awaitable[str | Sequence[Subtask]]"]
 
 
-def planner_messages(query: str) -> list[dict[str, str]]:
-    return [
+def planner_messages(query: str, history: Sequence[dict[str, str]] = ()) -> list[dict[str, str]]:
+    messages = [
         {"role": "system", "content": PLANNER_PROMPT},
         {"role": "user", "content": f"Problem:\n{query}"},
     ]
+    return with_history(messages, history)
 
 
 _CLAUSE = re.compile(r"[;\n]+|(?<=[.?!])\s+(?=[A-Z])")
@@ -145,13 +147,14 @@ class LLMPlanner:
         t0: float | None = None,
         on_attempt: Any = None,
         may_retry: Any = None,
+        history: Sequence[dict[str, str]] = (),
     ) -> None:
         """Stream the plan into ``dag``. With ``on_attempt`` the caller bills the record itself."""
-        start = time.monotonic()
+        start = clock()
         hooks = {} if on_attempt is None else {"on_attempt": on_attempt, "may_retry": may_retry}
         try:
             completion = await self.client.complete(
-                planner_messages(query),
+                planner_messages(query, history),
                 max_tokens=self.max_tokens,
                 deadline=deadline,
                 on_text=dag.feed,
@@ -164,7 +167,7 @@ class LLMPlanner:
             raise
         finally:
             if record is not None and t0 is not None:
-                record.start_s, record.end_s = start - t0, time.monotonic() - t0
+                record.start_s, record.end_s = start - t0, clock() - t0
         if record is not None:
             if on_attempt is None:
                 record.bill(completion.attempts)

@@ -4,8 +4,10 @@ Simulated edge and cloud models serve synthetic arithmetic DAG tasks over OpenAI
 127.0.0.1 (time scaled down); the router is trained on simulated profiles. Claims: the DAG's latency
 saving over the chain equals the latency model's 1 - critical path / sum of steps; HybridFlow is
 faster than its chain ablation and cheaper than sending every subtask to the cloud; the adaptive
-router dominates the fixed-threshold accuracy-cost curve; accuracy lies between edge-only and
-cloud-only. Negative controls: a one-worker DAG, a random router, a router trained on shuffled labels.
+router dominates the fixed-threshold accuracy-cost curve (with the official utility label, and with
+the accuracy gain alone); accuracy lies between edge-only and cloud-only. The fixture's ceiling is a
+threshold on the TRUE difficulty. Negative controls: a one-worker DAG, a random router, routers
+trained on shuffled labels.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import numpy as np
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report
 
-# In-process simulated clients run the sweeps and the latency arms, so model time (scaled) stays well
-# above the event loop's own cost on two busy cores; that keeps r_L (elapsed / L_max) honest. One arm
-# also runs over loopback HTTP (the openai SDK against the simulated server).
+# The router sweeps run in-process on the simulated clock (VirtualTimeLoop, model time unscaled), so
+# r_L (elapsed / L_max) reads model time whatever the machine's load, and they cost no sleeping. The
+# latency arms measure real scheduling on the wall clock with time scaled down, so model time stays
+# well above the event loop's own cost; one of them also runs over loopback HTTP (the openai SDK).
 SIM_SCALE = 0.05
 SMOKE_SCALE = 0.01
 THRESHOLDS = (1, 2, 3, 4, 5, 6, 8, 10)
@@ -29,7 +32,12 @@ B_MAX = (384, 768, 1536, 2048, 3072, 8192)
 RANDOM_P = (0.2, 0.5, 0.8)
 BOOT = 300
 DEFAULT_B = 2048  # the official inference default of B_max
-DELTA0 = (-0.1, 0.1)
+DELTA0 = (-0.1, 0.1, 0.2, 0.3)
+# The quality-label router (lambda_t = lambda_k = 0: the label is the accuracy gain alone) scores
+# higher, so its delta0 sweep sits higher; TAU_SHARP is a near-hard threshold beside the official 0.1.
+Q_DELTA0 = (0.3, 0.4, 0.5, 0.6, 0.7)
+TAU_SHARP = 0.02
+QUALITY_LABEL: dict[str, Any] = {"lambda_t": 0.0, "lambda_k": 0.0}
 
 
 class TrueDifficultyRouter:
@@ -104,6 +112,12 @@ def _sweep_routers(args: ReproduceArgs, routers: dict[str, Any]) -> dict[str, An
             settings[f"adaptive B={b} d0={d0:+.2f}"] = UtilityRouter.load(
                 routers["path"], emb, b_max=b, delta0=d0
             )
+    for d0 in args.pick(smoke=(0.5,), quick=Q_DELTA0, full=Q_DELTA0):
+        emb = routers["adaptive"].embedder
+        q, qs = routers["quality_path"], routers["quality_shuffled_path"]
+        settings[f"qlabel d0={d0:.2f}"] = UtilityRouter.load(q, emb, delta0=d0)
+        settings[f"qsharp d0={d0:.2f}"] = UtilityRouter.load(q, emb, delta0=d0, tau=TAU_SHARP)
+        settings[f"qshuffled d0={d0:.2f}"] = UtilityRouter.load(qs, emb, delta0=d0, tau=TAU_SHARP)
     for t in args.pick(smoke=(3, 6), quick=THRESHOLDS, full=THRESHOLDS):
         settings[f"oracle t={t}"] = TrueDifficultyRouter(t)
     for p in args.pick(smoke=(0.2, 0.8), quick=RANDOM_P, full=RANDOM_P):
@@ -130,6 +144,7 @@ def _sim_arms(
     scale: float,
     desc: str,
     concurrency: int,
+    virtual: bool = False,
 ) -> dict[str, Any]:
     from hybridflow.experiments import run_arm
     from hybridflow.sim import sim_client_factory
@@ -138,7 +153,7 @@ def _sim_arms(
     out = {}
     for name, (router, kw) in progress(arms.items(), desc=desc, total=len(arms)):
         flow = _flow(eps, router, scale, client_factory=factory, **kw)
-        out[name] = run_arm(flow, tasks, concurrency=concurrency, time_scale=scale)
+        out[name] = run_arm(flow, tasks, concurrency=concurrency, time_scale=scale, virtual=virtual)
     return out
 
 
@@ -170,7 +185,7 @@ def _experiment(args: ReproduceArgs) -> dict[str, Any]:
     from hybridflow.sim import LocalServer, make_tasks, sim_app, sim_endpoints
 
     n_train = args.pick(smoke=12, quick=500, full=2000)
-    n_eval = args.pick(smoke=4, quick=60, full=300)
+    n_eval = args.pick(smoke=4, quick=800, full=2000)
     n_lat = args.pick(smoke=3, quick=24, full=100)
     train_tasks = make_tasks(n_train, seed=1000 + args.seed)
     eval_tasks = make_tasks(n_eval, seed=2000 + args.seed)
@@ -179,12 +194,18 @@ def _experiment(args: ReproduceArgs) -> dict[str, Any]:
     epochs = args.pick(smoke=2, quick=30, full=30)
     adaptive = train_router(profiles, seed=args.seed, epochs=epochs)
     shuffled = train_router(profiles, shuffle=True, seed=args.seed, epochs=epochs)
+    quality = train_router(profiles, seed=args.seed, epochs=epochs, **QUALITY_LABEL)
+    quality_shuffled = train_router(
+        profiles, shuffle=True, seed=args.seed, epochs=epochs, **QUALITY_LABEL
+    )
     ckpt = args.out / "checkpoints"
     ckpt.mkdir(parents=True, exist_ok=True)
     routers = {
         "adaptive": adaptive,
         "path": adaptive.save(ckpt / "router.npz"),
         "shuffled_path": shuffled.save(ckpt / "router-shuffled.npz"),
+        "quality_path": quality.save(ckpt / "router-quality.npz"),
+        "quality_shuffled_path": quality_shuffled.save(ckpt / "router-quality-shuffled.npz"),
         "query": query_router(train_tasks, args.seed),
         "calib": train_tasks,
     }
@@ -192,7 +213,9 @@ def _experiment(args: ReproduceArgs) -> dict[str, Any]:
     with LocalServer(sim_app(_models(), seed=0, time_scale=scale)) as server:
         eps = sim_endpoints(server)
         settings = {k: (r, {"max_workers": 8}) for k, r in _sweep_routers(args, routers).items()}
-        sweeps = _sim_arms(settings, eps, eval_tasks, scale, "sweep arms", concurrency=8)
+        sweeps = _sim_arms(
+            settings, eps, eval_tasks, 1.0, "sweep arms", concurrency=8, virtual=True
+        )
         latency = _latency_arms(eps, lat_tasks, routers, scale)
     history = adaptive.history_
     return {
@@ -313,6 +336,9 @@ def _claim_routing(report: Report, sw: dict[str, Any], seed: int) -> None:
         ("adaptive", "adaptive_dominates_fixed_threshold", "held if the mean gain exceeds 2 s.e."),
         ("random", "control_random_router_dominates_fixed", "negative control: expected not held"),
         ("shuffled", "control_shuffled_label_router_dominates_fixed", "negative control: router trained on permuted quality labels; expected not held"),
+        ("qlabel", "quality_label_router_dominates_fixed", "the router trained on the accuracy gain alone (lambda_t = lambda_k = 0), official tau 0.1, delta0 swept; held if the mean gain exceeds 2 s.e."),
+        ("qsharp", "quality_label_router_sharp_dominates_fixed", f"the same router with tau {TAU_SHARP} (near-hard threshold); held if the mean gain exceeds 2 s.e."),
+        ("qshuffled", "control_quality_label_shuffled_dominates_fixed", f"negative control: the quality-label router trained on permuted labels, tau {TAU_SHARP}; expected not held"),
         ("oracle", "ceiling_true_difficulty_threshold_dominates_fixed", "the fixture's headroom: a threshold on the TRUE difficulty; if not held, the fixture cannot show any router's dominance"),
     ):  # fmt: skip
         gain, se, points = _dominance(sw, prefix, seed)
@@ -351,6 +377,8 @@ def _figures(report: Report, sw: dict[str, Any]) -> None:
         ("random", "x--"),
         ("shuffled", "d:"),
         ("oracle", "^-."),
+        ("qsharp", "v-"),
+        ("qshuffled", "<:"),
     ):
         pts = sorted(_curve(sw, prefix))
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=prefix)

@@ -331,62 +331,10 @@ class UtilityRouter:
 
 
 # -- baselines under the same API ----------------------------------------------------------------
-class ConstantRouter:
-    """Every step to one target (``edge``-only / ``cloud``-only arms); no hard rules by default."""
+class _RuleRouter:
+    """A baseline: the hard rules first (when enabled), then the subclass's ``_decide``."""
 
-    def __init__(self, target: Target, *, force_cloud_first_last: bool = False) -> None:
-        if target not in ("edge", "cloud"):
-            raise ValueError(f"target must be 'edge' or 'cloud', got {target!r}")
-        self.target: Target = target
-        self.force_cloud_first_last = force_cloud_first_last
-
-    def route(
-        self,
-        question: str,
-        subtask: Subtask,
-        *,
-        tokens_used: float,
-        elapsed_s: float,
-        is_last: bool = False,
-    ) -> RouteDecision:
-        rule = _hard_rule(subtask, is_last, self.force_cloud_first_last)
-        target: Target = "cloud" if rule else self.target
-        return RouteDecision(target, 1.0 if target == "cloud" else 0.0, rule=rule)
-
-
-class ThresholdRouter:
-    """The official fixed threshold: cloud iff the planner's Difficulty >= ``threshold``."""
-
-    def __init__(self, threshold: int = 5, *, force_cloud_first_last: bool = True) -> None:
-        if not 1 <= threshold <= 10:
-            raise ValueError(f"threshold must be in 1..10 (10 = never cloud), got {threshold}")
-        self.threshold = threshold
-        self.force_cloud_first_last = force_cloud_first_last
-
-    def route(
-        self,
-        question: str,
-        subtask: Subtask,
-        *,
-        tokens_used: float,
-        elapsed_s: float,
-        is_last: bool = False,
-    ) -> RouteDecision:
-        rule = _hard_rule(subtask, is_last, self.force_cloud_first_last)
-        difficulty = DEFAULT_DIFFICULTY if subtask.difficulty is None else subtask.difficulty
-        cloud = rule is not None or difficulty >= self.threshold
-        return RouteDecision("cloud" if cloud else "edge", float(cloud), rule=rule)
-
-
-class RandomRouter:
-    """Cloud with a fixed probability, seeded per (query, step): the negative control."""
-
-    def __init__(
-        self, p: float = 0.5, *, seed: int | None = 0, force_cloud_first_last: bool = True
-    ) -> None:
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"p must be in [0, 1], got {p}")
-        self.p, self.seed, self.force_cloud_first_last = p, seed, force_cloud_first_last
+    force_cloud_first_last: bool
 
     def route(
         self,
@@ -399,7 +347,52 @@ class RandomRouter:
     ) -> RouteDecision:
         rule = _hard_rule(subtask, is_last, self.force_cloud_first_last)
         if rule is not None:
-            return RouteDecision("cloud", self.p, rule=rule)
+            return RouteDecision("cloud", 1.0, rule=rule)
+        return self._decide(question, subtask)
+
+    def _decide(self, question: str, subtask: Subtask) -> RouteDecision:
+        raise NotImplementedError
+
+
+class ConstantRouter(_RuleRouter):
+    """Every step to one target (``edge``-only / ``cloud``-only arms); no hard rules by default."""
+
+    def __init__(self, target: Target, *, force_cloud_first_last: bool = False) -> None:
+        if target not in ("edge", "cloud"):
+            raise ValueError(f"target must be 'edge' or 'cloud', got {target!r}")
+        self.target: Target = target
+        self.force_cloud_first_last = force_cloud_first_last
+
+    def _decide(self, question: str, subtask: Subtask) -> RouteDecision:
+        return RouteDecision(self.target, float(self.target == "cloud"))
+
+
+class ThresholdRouter(_RuleRouter):
+    """The official fixed threshold: cloud iff the planner's Difficulty >= ``threshold``."""
+
+    def __init__(self, threshold: int = 5, *, force_cloud_first_last: bool = True) -> None:
+        if not 1 <= threshold <= 10:
+            raise ValueError(f"threshold must be in 1..10 (10 = never cloud), got {threshold}")
+        self.threshold = threshold
+        self.force_cloud_first_last = force_cloud_first_last
+
+    def _decide(self, question: str, subtask: Subtask) -> RouteDecision:
+        difficulty = DEFAULT_DIFFICULTY if subtask.difficulty is None else subtask.difficulty
+        cloud = difficulty >= self.threshold
+        return RouteDecision("cloud" if cloud else "edge", float(cloud))
+
+
+class RandomRouter(_RuleRouter):
+    """Cloud with a fixed probability, seeded per (query, step): the negative control."""
+
+    def __init__(
+        self, p: float = 0.5, *, seed: int | None = 0, force_cloud_first_last: bool = True
+    ) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be in [0, 1], got {p}")
+        self.p, self.seed, self.force_cloud_first_last = p, seed, force_cloud_first_last
+
+    def _decide(self, question: str, subtask: Subtask) -> RouteDecision:
         draw = _step_rng(self.seed, question, subtask.id).random()
         return RouteDecision("cloud" if draw < self.p else "edge", self.p)
 

@@ -12,6 +12,7 @@ import time
 import uuid
 from typing import Any
 
+from hybridflow.chat import check_history
 from hybridflow.pipeline import HybridFlow
 
 MODEL_NAME = "hybridflow"
@@ -36,8 +37,25 @@ def _chunk(
     return f"data: {json.dumps(body)}\n\n"
 
 
+def split_conversation(messages: Any) -> tuple[str, tuple[dict[str, str], ...]]:
+    """The question (the last message, which must be a non-empty user turn) and the turns before it."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list of chat messages")
+    history = check_history(messages, "messages")
+    last = history[-1]
+    if last["role"] != "user" or not last["content"].strip():
+        raise ValueError(
+            f"the last message must be a non-empty user message, got role {last['role']!r}"
+        )
+    return last["content"], history[:-1]
+
+
 def serve(flow: HybridFlow, *, chunk_chars: int = 16) -> Any:
-    """A FastAPI app running ``flow`` on the last user message of each request (needs ``hybridflow[fastapi]``)."""
+    """A FastAPI app running ``flow`` on each request's conversation (needs ``hybridflow[fastapi]``).
+
+    The last message is the question; the turns before it (system, user, assistant) are its
+    history and reach every model call of the query.
+    """
     try:
         from fastapi import FastAPI, Request
         from fastapi.responses import JSONResponse, StreamingResponse
@@ -61,12 +79,11 @@ def serve(flow: HybridFlow, *, chunk_chars: int = 16) -> Any:
                 {"error": {"message": f"model must be {MODEL_NAME!r}, got {body.get('model')!r}"}},
                 status_code=404,
             )
-        users = [m.get("content", "") for m in body.get("messages", []) if m.get("role") == "user"]
-        if not users or not str(users[-1]).strip():
-            return JSONResponse(
-                {"error": {"message": "messages need a non-empty user message"}}, status_code=400
-            )
-        result = await flow.arun(str(users[-1]))
+        try:
+            query, history = split_conversation(body.get("messages"))
+        except (TypeError, ValueError) as error:
+            return JSONResponse({"error": {"message": str(error)}}, status_code=400)
+        result = await flow.arun(query, history=history)
         totals = result.totals()
         usage = {
             "prompt_tokens": totals["prompt_tokens"],

@@ -48,8 +48,18 @@ class Part:
 
     @property
     def difficulty(self) -> int:
-        da, db = len(str(self.a)), len(str(self.b))
-        return min(9, da + db - 1) if self.op == "*" else min(9, max(da, db) - 1)
+        """The TRUE difficulty the models' accuracy falls with: a sum or difference is easy at any
+        length (1); a product grows with both operands' digits, give or take one for a hidden,
+        per-problem factor (carries, say) that the text does not show."""
+        if self.op != "*":
+            return 1
+        hidden = zlib.crc32(self.text.encode()) % 3 - 1
+        return int(min(9, max(2, len(str(self.a)) + len(str(self.b)) + hidden)))
+
+    @property
+    def looks_hard(self) -> int:
+        """What a small planner's Difficulty goes by: the longest operand, whatever the operation."""
+        return max(len(str(self.a)), len(str(self.b)))
 
     @property
     def text(self) -> str:
@@ -146,7 +156,7 @@ class SimModel:
 
 
 EDGE = SimModel(
-    "edge-3b", p0=1.02, slope=0.115, ttft_s=0.15, tokens_per_s=90.0, words_per_difficulty=5
+    "edge-3b", p0=1.1, slope=0.13, ttft_s=0.15, tokens_per_s=90.0, words_per_difficulty=5
 )
 CLOUD = SimModel(
     "cloud-large", p0=0.985, slope=0.006, ttft_s=0.6, tokens_per_s=45.0, words_per_difficulty=7
@@ -224,8 +234,10 @@ def plan_text(task: ArithmeticTask | None, seed: int, noise: float) -> str:
     rng = np.random.default_rng([seed, zlib.crc32(task.query.encode())])
     lines = ["<Plan>", f'<Step ID="1" Task="{EXPLAIN_TASK}" Difficulty="3" Token="40" Rely=""/>']
     for i, part in enumerate(task.parts, start=2):
-        # The planner's Difficulty is a noisy estimate of the true one (a small planner model).
-        guess = int(np.clip(round(part.difficulty + noise * rng.standard_normal()), 1, 9))
+        # A small planner's Difficulty: half the true difficulty, half how long the operands look,
+        # plus noise. Long sums look hard and are easy; short products look easy and are not.
+        mix = 0.5 * part.difficulty + 0.5 * part.looks_hard
+        guess = int(np.clip(round(mix + noise * rng.standard_normal()), 1, 9))
         lines.append(
             f'<Step ID="{i}" Task="What is {part.text}?" Difficulty="{guess}" Token="30" Rely="1"/>'
         )
@@ -518,7 +530,7 @@ class SimClient:
     async def complete(self, messages: Any, *, max_tokens: int | None = None, deadline: float | None = None,
                        on_text: Any = None, retry_after_text: bool = True, on_attempt: Any = None,
                        may_retry: Any = None) -> Any:  # fmt: skip
-        from hybridflow.client import Attempt, Completion
+        from hybridflow.client import Attempt, Completion, clock
 
         msgs = [dict(m) for m in messages]
         text = respond(self.model, msgs, self.seed)
@@ -526,15 +538,15 @@ class SimClient:
         while estimate_tokens(text) > cap:
             text = text[: max(0, len(text) - 4)]
         prompt, completion = estimate_chat_tokens(msgs), estimate_tokens(text)
-        start = time.monotonic()
+        start = clock()
         await asyncio.sleep(self.model.ttft_s * self.scale)
-        ttft = time.monotonic() - start
+        ttft = clock() - start
         pieces = list(_chunks(text, 64)) if on_text is not None else [text]
         for piece in pieces:
             await asyncio.sleep(completion / self.model.tokens_per_s * self.scale / len(pieces))
             if on_text is not None:
                 on_text(piece)
-        seconds = time.monotonic() - start
+        seconds = clock() - start
         attempt = Attempt(
             "ok", prompt, completion, False, seconds, self.endpoint.cost(prompt, completion)
         )
@@ -544,6 +556,40 @@ class SimClient:
 
     async def aclose(self) -> None:
         return None
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop on the simulated servers' clock: when no callback is ready it jumps to the next
+    timer instead of sleeping, so ``asyncio.sleep`` costs no wall time and ``loop.time()`` (which
+    HybridFlow reads for r_L, records and deadlines) advances by model time only, however loaded the
+    CPU. For in-process :class:`SimClient` runs; real sockets need the wall clock.
+    :func:`run_virtual` runs a coroutine on it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._virtual_now = 0.0
+
+    def time(self) -> float:
+        return self._virtual_now
+
+    def _run_once(self) -> None:
+        # asyncio's private scheduler state (stable since 3.4): ready callbacks, then a timer heap.
+        ready, timers = self._ready, self._scheduled  # type: ignore[attr-defined]
+        if not ready and timers:
+            self._virtual_now = max(self._virtual_now, timers[0].when())
+        super()._run_once()  # type: ignore[misc]
+
+
+def run_virtual(coro: Any) -> Any:
+    """Run ``coro`` to completion on a fresh :class:`VirtualTimeLoop` (``asyncio.run`` on the simulated
+    clock; ``asyncio.Runner(loop_factory=...)`` needs Python 3.11)."""
+    loop = VirtualTimeLoop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def sim_client_factory(models: dict[str, SimModel], *, time_scale: float, seed: int = 0) -> Any:
