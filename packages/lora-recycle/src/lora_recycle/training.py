@@ -105,6 +105,7 @@ def train_adaptive_merge(
     ``transformers.TrainingArguments``.
     """
     from transformers import Trainer, TrainingArguments, default_data_collator
+    from transformers.trainer_callback import PrinterCallback
 
     _check(lr, max_steps, grad_accum, eval_every, valid_dataset, early_stopping_patience)
     result = TrainResult(best_step=0, best_eval_loss=math.inf, start_eval_loss=math.nan)
@@ -146,6 +147,7 @@ def train_adaptive_merge(
         )
         # Our wrapper forwards **kwargs; the base model (an MLP, say) need not take num_items_in_batch.
         trainer.model_accepts_loss_kwargs = False
+        trainer.remove_callback(PrinterCallback)  # the history is returned, not printed
         trainer.train()
         # The last step is evaluated too, so a late best is not missed between eval points.
         if result.history[-1][0] != trainer.state.global_step:
