@@ -20,9 +20,15 @@ import platform
 import time
 
 import torch
-from shared_core.bench import compare
+from lora_recycle import (
+    AdaptiveMergeConfig,
+    LoraExpert,
+    LoraPool,
+    get_adaptive_merge_model,
+    to_peft_model,
+)
 
-from lora_recycle import AdaptiveMergeConfig, LoraExpert, LoraPool, get_adaptive_merge_model, to_peft_model
+from shared_core.bench import compare
 
 
 class One(torch.nn.Module):
@@ -34,14 +40,31 @@ class One(torch.nn.Module):
         return self.proj(x)
 
 
-def build(k: int, rank: int, dim: int, device: str, dtype: torch.dtype, backend: str, seed: int = 0):  # type: ignore[no-untyped-def]
+def build(
+    k: int, rank: int, dim: int, device: str, dtype: torch.dtype, backend: str, seed: int = 0
+):  # type: ignore[no-untyped-def]
     g = torch.Generator().manual_seed(seed)
-    experts = [LoraExpert(f"e{i}", {"proj": (torch.randn(rank, dim, generator=g) / dim**0.5, torch.randn(dim, rank, generator=g) / rank**0.5)}, 2.0)
-               for i in range(k)]
+    experts = [
+        LoraExpert(
+            f"e{i}",
+            {
+                "proj": (
+                    torch.randn(rank, dim, generator=g) / dim**0.5,
+                    torch.randn(dim, rank, generator=g) / rank**0.5,
+                )
+            },
+            2.0,
+        )
+        for i in range(k)
+    ]
     torch.manual_seed(seed)
     base = One(dim)
     pool = LoraPool.from_experts(experts, base)
-    ours = get_adaptive_merge_model(One(dim).to(dtype=dtype), pool, AdaptiveMergeConfig(activation="identity", init="ones", backend=backend))
+    ours = get_adaptive_merge_model(
+        One(dim).to(dtype=dtype),
+        pool,
+        AdaptiveMergeConfig(activation="identity", init="ones", backend=backend),
+    )
     ours.base_model.proj.base.weight.data.copy_(base.proj.weight.data)
     ours = ours.to(device=device, dtype=dtype)
     peft = to_peft_model(One(dim), experts)
@@ -55,7 +78,9 @@ def build(k: int, rank: int, dim: int, device: str, dtype: torch.dtype, backend:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--k", type=int, default=30)
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--dim", type=int, default=1024)
@@ -87,15 +112,31 @@ def main() -> None:
         ref = peft(x)
         torch.testing.assert_close(ours(x), ref, atol=1e-3, rtol=1e-3)
     rows = [
-        compare(step_ours, step_peft, name="adaptive layer", baseline_name=f"peft, {args.k} active adapters", repeats=args.repeats),
-        compare(step_ours, step_delta, name="adaptive layer", baseline_name="recompute ΔW = B diag(m) A each step", repeats=args.repeats),
+        compare(
+            step_ours,
+            step_peft,
+            name="adaptive layer",
+            baseline_name=f"peft, {args.k} active adapters",
+            repeats=args.repeats,
+        ),
+        compare(
+            step_ours,
+            step_delta,
+            name="adaptive layer",
+            baseline_name="recompute ΔW = B diag(m) A each step",
+            repeats=args.repeats,
+        ),
     ]
     for row in rows:
         print(row, f"-> speed-up {1 / row.ratio:.2f}x")
     if args.json:
-        record = {"date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or platform.machine(),
-                  "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(), "settings": vars(args),
-                  "comparisons": [r.as_row() for r in rows]}
+        record = {
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": platform.processor() or platform.machine(),
+            "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
+            "settings": vars(args),
+            "comparisons": [r.as_row() for r in rows],
+        }
         with open(args.json, "w") as f:
             json.dump(record, f, indent=2)
 

@@ -6,7 +6,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # lora_testmodels, under importlib mode
 
-from lora_testmodels import VOCAB, make_llama, train_peft_adapter, ADAPTERS  # noqa: E402
+from lora_testmodels import ADAPTERS, VOCAB, make_llama, train_peft_adapter
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +22,8 @@ def _one_thread():
 def adapter_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("adapters")
     return [
-        str(train_peft_adapter(root / f"lora{i}", r, a, rs, seed=10 + i)) for i, (r, a, rs) in enumerate(ADAPTERS)
+        str(train_peft_adapter(root / f"lora{i}", r, a, rs, seed=10 + i))
+        for i, (r, a, rs) in enumerate(ADAPTERS)
     ]
 
 

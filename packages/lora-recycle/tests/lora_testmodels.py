@@ -11,7 +11,9 @@ ADAPTERS = ((2, 8.0, False), (4, 4.0, True), (3, 6.0, False))
 def make_llama(seed: int = 0):
     from shared_core.models import tiny_llama
 
-    return tiny_llama(vocab_size=VOCAB, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=24, seed=seed).eval()
+    return tiny_llama(
+        vocab_size=VOCAB, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=24, seed=seed
+    ).eval()
 
 
 def make_mlp(seed: int = 0) -> torch.nn.Sequential:
@@ -24,8 +26,14 @@ def train_peft_adapter(folder, rank, alpha, rslora, seed):
     from peft import LoraConfig, get_peft_model
 
     model = make_llama()
-    config = LoraConfig(r=rank, lora_alpha=alpha, use_rslora=rslora, target_modules=list(LLAMA_MODULES),
-                        task_type="CAUSAL_LM", lora_dropout=0.0)
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        use_rslora=rslora,
+        target_modules=list(LLAMA_MODULES),
+        task_type="CAUSAL_LM",
+        lora_dropout=0.0,
+    )
     peft_model = get_peft_model(model, config)
     torch.manual_seed(seed)
     # peft starts B at 0; a random B makes every module carry a non-trivial ΔW from the start.
@@ -42,4 +50,3 @@ def train_peft_adapter(folder, rank, alpha, rslora, seed):
         optimizer.step()
     peft_model.save_pretrained(folder)
     return folder
-

@@ -1,14 +1,19 @@
 import pytest
 import torch
-from lora_testmodels import make_mlp
-
 from lora_recycle import LoraExpert, LoraPool, apply_task_vector, merge_task_vectors, task_vectors
+from lora_testmodels import make_mlp
 
 
 def _expert(name, seed, rank=2, scaling=1.0, modules=("0", "2")):
     g = torch.Generator().manual_seed(seed)
     shapes = {"0": (12, 8), "2": (4, 12)}
-    factors = {m: (torch.randn(rank, shapes[m][1], generator=g), torch.randn(shapes[m][0], rank, generator=g)) for m in modules}
+    factors = {
+        m: (
+            torch.randn(rank, shapes[m][1], generator=g),
+            torch.randn(shapes[m][0], rank, generator=g),
+        )
+        for m in modules
+    }
     return LoraExpert(name, factors, scaling)
 
 
@@ -21,14 +26,18 @@ def test_ties_hand_computed_three_experts():
     # sums: col0 3-2=1 (+), col1 -4+2=-2 (-), col2 -3 (-), col3 2 (+)
     # kept: col0 {3} ->3; col1 {-4} -> -4; col2 {-3} -> -3; col3 {2} -> 2
     assert torch.equal(merged, torch.tensor([[3.0, -4.0, -3.0, 2.0]]))
-    freq = merge_task_vectors([{"m": d1}, {"m": d2}, {"m": d3}], "ties", density=1.0, majority_sign="frequency")["m"]
+    freq = merge_task_vectors(
+        [{"m": d1}, {"m": d2}, {"m": d3}], "ties", density=1.0, majority_sign="frequency"
+    )["m"]
     # density 1: col0 signs (+,-,+) -> + : mean(3, 1) = 2; col1 (-,-,+) -> - : mean(-1,-4); col2 (+,+,-) -> +: mean(.5,.1)
     # col3 (+,+,-) -> + : mean(2, 1)
     torch.testing.assert_close(freq, torch.tensor([[2.0, -2.5, 0.3, 1.5]]))
 
 
 def test_ties_density_one_same_sign_is_the_mean():
-    deltas = [{"m": torch.rand(3, 5, generator=torch.Generator().manual_seed(i)) + 0.1} for i in range(4)]
+    deltas = [
+        {"m": torch.rand(3, 5, generator=torch.Generator().manual_seed(i)) + 0.1} for i in range(4)
+    ]
     merged = merge_task_vectors(deltas, "ties", density=1.0)["m"]
     torch.testing.assert_close(merged, torch.stack([d["m"] for d in deltas]).mean(0))
 
@@ -80,13 +89,16 @@ def test_dare_ties_rescales_and_is_seeded():
     assert torch.equal(out, merge_task_vectors(deltas, "dare_ties", density=0.5, seed=1)["m"])
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"method": "ties", "density": 0.0}, "density"),
-    ({"method": "ties", "density": 1.5}, "density"),
-    ({"method": "tsv", "tsv_rank": 0}, "tsv_rank"),
-    ({"method": "mean"}, "method"),
-    ({"method": "ties", "majority_sign": "vote"}, "majority_sign"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "ties", "density": 0.0}, "density"),
+        ({"method": "ties", "density": 1.5}, "density"),
+        ({"method": "tsv", "tsv_rank": 0}, "tsv_rank"),
+        ({"method": "mean"}, "method"),
+        ({"method": "ties", "majority_sign": "vote"}, "majority_sign"),
+    ],
+)
 def test_bad_merge_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         merge_task_vectors([_expert("e", 0)], **kwargs)

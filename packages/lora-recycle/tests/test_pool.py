@@ -4,9 +4,6 @@ import shutil
 
 import pytest
 import torch
-from lora_testmodels import ADAPTERS, LLAMA_MODULES, make_llama
-from safetensors.torch import load_file, save_file
-
 from lora_recycle import (
     AdapterError,
     IncompatibleAdapterError,
@@ -14,12 +11,14 @@ from lora_recycle import (
     NonFiniteAdapterError,
     UnsupportedAdapterError,
 )
+from lora_testmodels import ADAPTERS, LLAMA_MODULES, make_llama
+from safetensors.torch import load_file, save_file
 
 
 def test_loads_peft_folders_with_scaling_folded_once(adapter_dirs):
     pool = LoraPool.from_pretrained(adapter_dirs, make_llama())
     assert len(pool) == 3 and pool.filter_report()["kept"] == adapter_dirs
-    for expert, (rank, alpha, rslora) in zip(pool, ADAPTERS):
+    for expert, (rank, alpha, rslora) in zip(pool, ADAPTERS, strict=False):
         expected = alpha / (math.sqrt(rank) if rslora else rank)
         assert expert.scaling == pytest.approx(expected)
         assert expert.rank == rank
@@ -71,8 +70,13 @@ def test_config_filters_reject_with_reason(adapter_dirs, tmp_path, update, reaso
 def test_adapter_for_another_base_names_both_shapes(adapter_dirs):
     from shared_core.models import tiny_llama
 
-    other = tiny_llama(vocab_size=24, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=24)
-    with pytest.raises(IncompatibleAdapterError, match=r"expected \(out, in\) = \(32, \d+\), got B·A of shape \(16, \d+\)"):
+    other = tiny_llama(
+        vocab_size=24, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=24
+    )
+    with pytest.raises(
+        IncompatibleAdapterError,
+        match=r"expected \(out, in\) = \(32, \d+\), got B·A of shape \(16, \d+\)",
+    ):
         LoraPool.from_pretrained(adapter_dirs[:1], other)
     pool = LoraPool.from_pretrained(adapter_dirs, other, on_incompatible="skip")
     assert len(pool) == 0 and pool.filter_report()["incompatible"] == adapter_dirs
@@ -80,7 +84,11 @@ def test_adapter_for_another_base_names_both_shapes(adapter_dirs):
 
 def test_lone_factor_nan_and_missing_weights(adapter_dirs, tmp_path):
     key = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"
-    lone = _copy_with(adapter_dirs[0], tmp_path / "lone", tensors=lambda s: {k: v for k, v in s.items() if k != key})
+    lone = _copy_with(
+        adapter_dirs[0],
+        tmp_path / "lone",
+        tensors=lambda s: {k: v for k, v in s.items() if k != key},
+    )
     with pytest.raises(AdapterError, match="only lora_A"):
         LoraPool.from_pretrained([lone], make_llama())
 

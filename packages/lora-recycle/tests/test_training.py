@@ -1,8 +1,14 @@
 import pytest
 import torch
+from lora_recycle import (
+    AdaptiveMergeConfig,
+    LoraExpert,
+    LoraPool,
+    get_adaptive_merge_model,
+    presets,
+    train_adaptive_merge,
+)
 from lora_testmodels import make_mlp
-
-from lora_recycle import AdaptiveMergeConfig, LoraExpert, LoraPool, get_adaptive_merge_model, presets, train_adaptive_merge
 
 
 class WithLoss(torch.nn.Module):
@@ -25,15 +31,27 @@ def _data(n, seed, teacher=None):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 8, generator=g)
     with torch.no_grad():
-        y = (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long() if teacher is None else teacher(x)["logits"].argmax(-1)
-    return [{"x": xi, "labels": int(yi)} for xi, yi in zip(x, y)]
+        y = (
+            (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
+            if teacher is None
+            else teacher(x)["logits"].argmax(-1)
+        )
+    return [{"x": xi, "labels": int(yi)} for xi, yi in zip(x, y, strict=False)]
 
 
 def _pool():
     g = torch.Generator().manual_seed(0)
-    experts = [LoraExpert(f"e{i}", {"net.0": (torch.randn(2, 8, generator=g), torch.randn(12, 2, generator=g) * 0.3),
-                                    "net.2": (torch.randn(2, 12, generator=g), torch.randn(4, 2, generator=g) * 0.3)}, 1.0)
-               for i in range(4)]
+    experts = [
+        LoraExpert(
+            f"e{i}",
+            {
+                "net.0": (torch.randn(2, 8, generator=g), torch.randn(12, 2, generator=g) * 0.3),
+                "net.2": (torch.randn(2, 12, generator=g), torch.randn(4, 2, generator=g) * 0.3),
+            },
+            1.0,
+        )
+        for i in range(4)
+    ]
     return LoraPool.from_experts(experts, WithLoss(make_mlp()))
 
 
@@ -49,7 +67,9 @@ def test_step_zero_is_a_candidate_so_validation_never_worsens():
     base_loss = _valid_loss(WithLoss(make_mlp()), valid)
     # a huge lr makes every trained step worse than the base: the base must come back
     model = get_adaptive_merge_model(WithLoss(make_mlp()), _pool(), presets.ours().config)
-    result = train_adaptive_merge(model, train, valid, lr=50.0, max_steps=6, grad_accum=2, eval_every=2)
+    result = train_adaptive_merge(
+        model, train, valid, lr=50.0, max_steps=6, grad_accum=2, eval_every=2
+    )
     assert result.start_eval_loss == pytest.approx(base_loss, rel=1e-6)
     assert result.best_eval_loss <= base_loss
     assert _valid_loss(model, valid) == pytest.approx(result.best_eval_loss, rel=1e-6)
@@ -58,22 +78,43 @@ def test_step_zero_is_a_candidate_so_validation_never_worsens():
 
 def test_training_moves_coefficients_and_improves():
     # the labels come from the base plus expert 0 at coefficient 2: the merge can learn them
-    teacher = get_adaptive_merge_model(WithLoss(make_mlp()), _pool().subset([0]), AdaptiveMergeConfig(activation="identity", init="ones"))
+    teacher = get_adaptive_merge_model(
+        WithLoss(make_mlp()),
+        _pool().subset([0]),
+        AdaptiveMergeConfig(activation="identity", init="ones"),
+    )
     with torch.no_grad():
         teacher.coefficient_groups["net__0"].w.fill_(2.0)
         teacher.coefficient_groups["net__2"].w.fill_(2.0)
     train, valid = _data(64, 3, teacher), _data(16, 4, teacher)
-    model = get_adaptive_merge_model(WithLoss(make_mlp()), _pool(), AdaptiveMergeConfig(activation="identity"))
+    model = get_adaptive_merge_model(
+        WithLoss(make_mlp()), _pool(), AdaptiveMergeConfig(activation="identity")
+    )
     before = {k: v.clone() for k, v in model.coefficients().items()}
-    result = train_adaptive_merge(model, train, valid, lr=0.1, max_steps=20, batch_size=4, grad_accum=1,
-                                  eval_every=5, early_stopping_patience=5)
+    result = train_adaptive_merge(
+        model,
+        train,
+        valid,
+        lr=0.1,
+        max_steps=20,
+        batch_size=4,
+        grad_accum=1,
+        eval_every=5,
+        early_stopping_patience=5,
+    )
     assert result.best_eval_loss < result.start_eval_loss - 0.05
     assert any(not torch.equal(before[k], v) for k, v in model.coefficients().items())
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"lr": 0.0}, "lr"), ({"lr": -1.0}, "lr"), ({"max_steps": 0}, "max_steps"), ({"grad_accum": 0}, "grad_accum"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"lr": 0.0}, "lr"),
+        ({"lr": -1.0}, "lr"),
+        ({"max_steps": 0}, "max_steps"),
+        ({"grad_accum": 0}, "grad_accum"),
+    ],
+)
 def test_bad_training_arguments(kwargs, match):
     model = get_adaptive_merge_model(WithLoss(make_mlp()), _pool())
     with pytest.raises(ValueError, match=match):

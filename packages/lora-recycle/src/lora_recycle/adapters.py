@@ -22,7 +22,9 @@ from lora_recycle.errors import AdapterError, NonFiniteAdapterError, Unsupported
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
-_KEY = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+)\.lora_(?P<factor>[AB])(?:\.[^.]+)?\.weight$")
+_KEY = re.compile(
+    r"^(?:base_model\.model\.)?(?P<module>.+)\.lora_(?P<factor>[AB])(?:\.[^.]+)?\.weight$"
+)
 # Init schemes whose adapters are not plain LoRAs of the base (they rewrite the base's weights).
 _SPECIAL_INITS = ("loftq", "eva", "corda", "olora", "pissa")
 
@@ -71,21 +73,49 @@ def scaling_from_config(config: Mapping[str, Any], rank: int) -> float:
 def config_rejection(config: Mapping[str, Any], task_type: str | None) -> tuple[str, str] | None:
     """``(reason, message)`` when ``config`` falls outside the paper's pool filter, else ``None``."""
     checks: list[tuple[bool, str, str]] = [
-        (config.get("peft_type", "LORA") != "LORA", "not_lora", f"peft_type {config.get('peft_type')!r} is not LORA"),
+        (
+            config.get("peft_type", "LORA") != "LORA",
+            "not_lora",
+            f"peft_type {config.get('peft_type')!r} is not LORA",
+        ),
         (
             task_type is not None and config.get("task_type") != task_type,
             "task_type",
             f"task_type {config.get('task_type')!r}, expected {task_type!r}",
         ),
-        (bool(config.get("modules_to_save")), "modules_to_save", f"modules_to_save={config.get('modules_to_save')!r} (full weights, not a LoRA)"),
-        (config.get("bias", "none") != "none", "bias", f"bias={config.get('bias')!r}, expected 'none'"),
+        (
+            bool(config.get("modules_to_save")),
+            "modules_to_save",
+            f"modules_to_save={config.get('modules_to_save')!r} (full weights, not a LoRA)",
+        ),
+        (
+            config.get("bias", "none") != "none",
+            "bias",
+            f"bias={config.get('bias')!r}, expected 'none'",
+        ),
         (bool(config.get("use_dora")), "dora", "use_dora=True (DoRA is not a plain LoRA)"),
         (bool(config.get("layer_replication")), "layer_replication", "layer_replication is set"),
         (bool(config.get("lora_bias")), "lora_bias", "lora_bias=True"),
-        (bool(config.get("fan_in_fan_out")), "fan_in_fan_out", "fan_in_fan_out=True (Conv1D layout)"),
-        (bool(config.get("rank_pattern")), "rank_pattern", f"rank_pattern={config.get('rank_pattern')!r}"),
-        (bool(config.get("alpha_pattern")), "alpha_pattern", f"alpha_pattern={config.get('alpha_pattern')!r}"),
-        (bool(config.get("trainable_token_indices")), "trainable_tokens", "trainable_token_indices is set"),
+        (
+            bool(config.get("fan_in_fan_out")),
+            "fan_in_fan_out",
+            "fan_in_fan_out=True (Conv1D layout)",
+        ),
+        (
+            bool(config.get("rank_pattern")),
+            "rank_pattern",
+            f"rank_pattern={config.get('rank_pattern')!r}",
+        ),
+        (
+            bool(config.get("alpha_pattern")),
+            "alpha_pattern",
+            f"alpha_pattern={config.get('alpha_pattern')!r}",
+        ),
+        (
+            bool(config.get("trainable_token_indices")),
+            "trainable_tokens",
+            "trainable_token_indices is set",
+        ),
         (bool(config.get("target_parameters")), "target_parameters", "target_parameters is set"),
         (
             any(config.get(f"{name}_config") for name in ("loftq", "eva", "corda"))
@@ -112,16 +142,22 @@ def parse_state_dict(
     for key, tensor in state.items():
         match = _KEY.match(key)
         if match is None:
-            raise UnsupportedAdapterError(adapter_id, "unknown_key", f"key {key!r} is not a LoRA factor")
+            raise UnsupportedAdapterError(
+                adapter_id, "unknown_key", f"key {key!r} is not a LoRA factor"
+            )
         if not torch.isfinite(tensor).all():
-            raise NonFiniteAdapterError(adapter_id, "non_finite", f"tensor {key!r} holds NaN or Inf")
+            raise NonFiniteAdapterError(
+                adapter_id, "non_finite", f"tensor {key!r} holds NaN or Inf"
+            )
         halves.setdefault(match["module"], {})[match["factor"]] = tensor.to(dtype)
     factors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     dropped = []
     for module, pair in halves.items():
         if set(pair) != {"A", "B"}:
             raise AdapterError(
-                adapter_id, "lone_factor", f"module {module!r} has only lora_{''.join(pair)} (need A and B)"
+                adapter_id,
+                "lone_factor",
+                f"module {module!r} has only lora_{''.join(pair)} (need A and B)",
             )
         if module.split(".")[-1] == "lm_head":
             dropped.append(module)
@@ -129,7 +165,9 @@ def parse_state_dict(
         a, b = pair["A"], pair["B"]
         if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[1]:
             raise AdapterError(
-                adapter_id, "lone_factor", f"module {module!r}: A {tuple(a.shape)} and B {tuple(b.shape)} do not chain"
+                adapter_id,
+                "lone_factor",
+                f"module {module!r}: A {tuple(a.shape)} and B {tuple(b.shape)} do not chain",
             )
         factors[module] = (a, b)
     return factors, dropped
@@ -164,7 +202,9 @@ def resolve_adapter_path(id_or_dir: str) -> Path:
 
 
 def save_adapter_folder(
-    path: str | Path, factors: Mapping[str, tuple[torch.Tensor, torch.Tensor]], config: Mapping[str, Any]
+    path: str | Path,
+    factors: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
+    config: Mapping[str, Any],
 ) -> Path:
     """Write ``factors`` as a PEFT adapter folder (keys ``base_model.model.<m>.lora_{A,B}.weight``)."""
     from safetensors.torch import save_file
@@ -180,7 +220,9 @@ def save_adapter_folder(
     return out
 
 
-def lora_config_dict(rank: int, alpha: float, target_modules: list[str], **extra: Any) -> dict[str, Any]:
+def lora_config_dict(
+    rank: int, alpha: float, target_modules: list[str], **extra: Any
+) -> dict[str, Any]:
     """A plain PEFT LoRA config as JSON; ``target_modules`` become an exact-name regex."""
     pattern = "^(" + "|".join(re.escape(m) for m in sorted(target_modules)) + ")$"
     config: dict[str, Any] = {

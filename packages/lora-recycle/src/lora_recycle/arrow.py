@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lora_recycle.pool import LoraPool, unwrap_base
+from lora_recycle.pool import LoraPool, get_linear, unwrap_base
 
 
 def top_right_singular_vector(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -20,7 +20,15 @@ def top_right_singular_vector(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 class ArrowLinear(nn.Module):
-    def __init__(self, base: nn.Linear, pool: LoraPool, module: str, top_k: int, temperature: float) -> None:
+    lora_A: torch.Tensor
+    lora_B: torch.Tensor
+    prototypes: torch.Tensor
+    row_owner: torch.Tensor
+    row_scaling: torch.Tensor
+
+    def __init__(
+        self, base: nn.Linear, pool: LoraPool, module: str, top_k: int, temperature: float
+    ) -> None:
         super().__init__()
         self.base = base
         owners = [i for i, e in enumerate(pool) if module in e.factors]
@@ -29,11 +37,22 @@ class ArrowLinear(nn.Module):
         self.register_buffer("lora_A", torch.cat(a_parts))
         self.register_buffer("lora_B", torch.cat(b_parts, dim=1))
         self.register_buffer(
-            "prototypes", torch.stack([top_right_singular_vector(a, b) for a, b in zip(a_parts, b_parts, strict=True)])
+            "prototypes",
+            torch.stack(
+                [top_right_singular_vector(a, b) for a, b in zip(a_parts, b_parts, strict=True)]
+            ),
         )
         rows = [torch.full((a.shape[0],), j) for j, a in enumerate(a_parts)]
         self.register_buffer("row_owner", torch.cat(rows))
-        self.register_buffer("row_scaling", torch.cat([torch.full((a.shape[0],), pool[i].scaling) for i, a in zip(owners, a_parts, strict=True)]).to(a_parts[0].dtype))
+        self.register_buffer(
+            "row_scaling",
+            torch.cat(
+                [
+                    torch.full((a.shape[0],), pool[i].scaling)
+                    for i, a in zip(owners, a_parts, strict=True)
+                ]
+            ).to(a_parts[0].dtype),
+        )
         self.top_k = min(top_k, len(owners))
         self.temperature = temperature
 
@@ -49,7 +68,9 @@ class ArrowLinear(nn.Module):
         return self.base(x) + (x @ self.lora_A.T * m) @ self.lora_B.T
 
 
-def get_arrow_model(base_model: nn.Module, pool: LoraPool, *, top_k: int = 3, temperature: float = 1.0) -> nn.Module:
+def get_arrow_model(
+    base_model: nn.Module, pool: LoraPool, *, top_k: int = 3, temperature: float = 1.0
+) -> nn.Module:
     """Replace every pool module of ``base_model`` (in place) by an :class:`ArrowLinear`; return it."""
     if len(pool) == 0:
         raise ValueError("cannot route over an empty pool")
@@ -61,5 +82,9 @@ def get_arrow_model(base_model: nn.Module, pool: LoraPool, *, top_k: int = 3, te
     for module in pool.modules:
         parent_name, _, child = module.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, ArrowLinear(model.get_submodule(module), pool, module, top_k, temperature))
+        setattr(
+            parent,
+            child,
+            ArrowLinear(get_linear(model, module), pool, module, top_k, temperature),
+        )
     return model

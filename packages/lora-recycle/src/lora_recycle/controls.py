@@ -32,7 +32,7 @@ def reinit_experts(experts: Sequence[LoraExpert], case: str, seed: int = 0) -> l
     std_b = _std([b for e in reference for _, b in e.factors.values()])
     generator = torch.Generator().manual_seed(seed)
     out = list(experts[:1]) if case == "non_target" else []
-    for expert in experts[len(out):]:
+    for expert in experts[len(out) :]:
         factors = {
             module: (
                 torch.randn(a.shape, generator=generator, dtype=a.dtype) * std_a,
@@ -48,7 +48,10 @@ def reinit_target(expert: LoraExpert, seed: int = 0) -> LoraExpert:
     """π-Tuning's fresh target: A ~ N(0, 0.01²), B = 0, so it starts at ΔW = 0."""
     generator = torch.Generator().manual_seed(seed)
     factors = {
-        module: (torch.randn(a.shape, generator=generator, dtype=a.dtype) * TARGET_REINIT_STD, torch.zeros_like(b))
+        module: (
+            torch.randn(a.shape, generator=generator, dtype=a.dtype) * TARGET_REINIT_STD,
+            torch.zeros_like(b),
+        )
         for module, (a, b) in expert.factors.items()
     }
     return expert.with_factors(factors)

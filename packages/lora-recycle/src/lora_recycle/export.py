@@ -35,7 +35,11 @@ class ExportedLora:
         """The config as a ``peft.LoraConfig``."""
         from peft import LoraConfig
 
-        fields = {k: v for k, v in self.config.items() if k not in ("peft_type", "base_model_name_or_path")}
+        fields = {
+            k: v
+            for k, v in self.config.items()
+            if k not in ("peft_type", "base_model_name_or_path")
+        }
         return LoraConfig(**fields)
 
     def to_expert(self, adapter_id: str = "merged") -> LoraExpert:
@@ -71,7 +75,9 @@ def export_lora(
     if rank is not None and (not isinstance(rank, int) or rank < 1):
         raise ValueError(f"rank must be None or an int >= 1, got {rank!r}")
     if rank is not None:
-        parts = {m: _truncate(a, b, min(rank, *a.shape[::-1], b.shape[0])) for m, (a, b) in parts.items()}
+        parts = {
+            m: _truncate(a, b, min(rank, *a.shape[::-1], b.shape[0])) for m, (a, b) in parts.items()
+        }
     r = rank or max(a.shape[0] for a, _ in parts.values())
     factors = {m: (_pad(a, r, 0), _pad(b, r, 1)) for m, (a, b) in parts.items()}
     return ExportedLora(lora_config_dict(r, float(r), list(factors)), factors)

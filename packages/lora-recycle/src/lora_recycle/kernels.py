@@ -12,10 +12,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
 from shared_core.kernels.backends import HAS_TRITON, autotune_configs, dispatch
 
 
-def lora_cat_reference(x: torch.Tensor, a: torch.Tensor, m: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def lora_cat_reference(
+    x: torch.Tensor, a: torch.Tensor, m: torch.Tensor, b: torch.Tensor
+) -> torch.Tensor:
     """``((x Aᵀ) ⊙ m) Bᵀ`` for ``x: (..., in)``, ``A: R×in``, ``m: R``, ``B: out×R``."""
     return F.linear(F.linear(x, a) * m, b)
 
@@ -41,14 +44,34 @@ if HAS_TRITON:
 
     @triton.autotune(configs=_SHRINK_CONFIGS, key=["T", "R", "K"])
     @triton.jit
-    def _shrink_kernel(x_ptr, a_ptr, m_ptr, h_ptr, hm_ptr, T, R, K, BT: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr):
+    def _shrink_kernel(
+        x_ptr,
+        a_ptr,
+        m_ptr,
+        h_ptr,
+        hm_ptr,
+        T,
+        R,
+        K,
+        BT: tl.constexpr,
+        BR: tl.constexpr,
+        BK: tl.constexpr,
+    ):
         rows = tl.program_id(0) * BT + tl.arange(0, BT)
         cols = tl.program_id(1) * BR + tl.arange(0, BR)
         acc = tl.zeros((BT, BR), dtype=tl.float32)
         for k0 in range(0, K, BK):
             ks = k0 + tl.arange(0, BK)
-            x = tl.load(x_ptr + rows[:, None] * K + ks[None, :], mask=(rows[:, None] < T) & (ks[None, :] < K), other=0.0)
-            a = tl.load(a_ptr + cols[None, :] * K + ks[:, None], mask=(cols[None, :] < R) & (ks[:, None] < K), other=0.0)
+            x = tl.load(
+                x_ptr + rows[:, None] * K + ks[None, :],
+                mask=(rows[:, None] < T) & (ks[None, :] < K),
+                other=0.0,
+            )
+            a = tl.load(
+                a_ptr + cols[None, :] * K + ks[:, None],
+                mask=(cols[None, :] < R) & (ks[:, None] < K),
+                other=0.0,
+            )
             acc += tl.dot(x, a)
         m = tl.load(m_ptr + cols, mask=cols < R, other=0.0).to(tl.float32)
         mask = (rows[:, None] < T) & (cols[None, :] < R)
@@ -58,19 +81,33 @@ if HAS_TRITON:
 
     @triton.autotune(configs=_EXPAND_CONFIGS, key=["T", "O", "R"])
     @triton.jit
-    def _expand_kernel(h_ptr, b_ptr, y_ptr, T, O, R, BT: tl.constexpr, BO: tl.constexpr, BK: tl.constexpr):
+    def _expand_kernel(
+        h_ptr, b_ptr, y_ptr, T, O, R, BT: tl.constexpr, BO: tl.constexpr, BK: tl.constexpr
+    ):
         rows = tl.program_id(0) * BT + tl.arange(0, BT)
         cols = tl.program_id(1) * BO + tl.arange(0, BO)
         acc = tl.zeros((BT, BO), dtype=tl.float32)
         for k0 in range(0, R, BK):
             ks = k0 + tl.arange(0, BK)
-            h = tl.load(h_ptr + rows[:, None] * R + ks[None, :], mask=(rows[:, None] < T) & (ks[None, :] < R), other=0.0)
-            b = tl.load(b_ptr + cols[None, :] * R + ks[:, None], mask=(cols[None, :] < O) & (ks[:, None] < R), other=0.0)
+            h = tl.load(
+                h_ptr + rows[:, None] * R + ks[None, :],
+                mask=(rows[:, None] < T) & (ks[None, :] < R),
+                other=0.0,
+            )
+            b = tl.load(
+                b_ptr + cols[None, :] * R + ks[:, None],
+                mask=(cols[None, :] < O) & (ks[:, None] < R),
+                other=0.0,
+            )
             acc += tl.dot(h, b)
         mask = (rows[:, None] < T) & (cols[None, :] < O)
-        tl.store(y_ptr + rows[:, None] * O + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(
+            y_ptr + rows[:, None] * O + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask
+        )
 
-    def _launch(x2: torch.Tensor, a: torch.Tensor, m: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _launch(
+        x2: torch.Tensor, a: torch.Tensor, m: torch.Tensor, b: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         t, k = x2.shape
         r, o = a.shape[0], b.shape[0]
         h = torch.empty(t, r, device=x2.device, dtype=x2.dtype)
@@ -92,7 +129,9 @@ if HAS_TRITON:
 
     class _LoraCatFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx: Any, x: torch.Tensor, a: torch.Tensor, m: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        def forward(
+            ctx: Any, x: torch.Tensor, a: torch.Tensor, m: torch.Tensor, b: torch.Tensor
+        ) -> torch.Tensor:
             x2 = x.reshape(-1, x.shape[-1]).contiguous()
             h, y = _launch(x2, a.contiguous(), m.contiguous(), b.contiguous())
             ctx.save_for_backward(x2, a, m, b, h)
@@ -111,7 +150,9 @@ if HAS_TRITON:
             grad_x = (gh @ a).reshape(ctx.x_shape)
             return grad_x, grad_a, grad_m, grad_b
 
-    def lora_cat_triton(x: torch.Tensor, a: torch.Tensor, m: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def lora_cat_triton(
+        x: torch.Tensor, a: torch.Tensor, m: torch.Tensor, b: torch.Tensor
+    ) -> torch.Tensor:
         """Triton twin of :func:`lora_cat_reference` (differentiable)."""
         return _LoraCatFunction.apply(x, a, m, b)
 

@@ -17,6 +17,7 @@ from torch import nn
 
 from lora_recycle.adapters import LoraExpert
 from lora_recycle.merges import TaskVector, apply_task_vector
+from lora_recycle.pool import get_linear
 
 
 @dataclass
@@ -28,7 +29,9 @@ class LoraHubResult:
     optimizer: str
 
 
-def lorahub_factors(experts: Sequence[LoraExpert], weights: Sequence[float]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def lorahub_factors(
+    experts: Sequence[LoraExpert], weights: Sequence[float]
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """``{module: (Σ wᵢ √sᵢ Aᵢ, Σ wᵢ √sᵢ Bᵢ)}``; raises when ranks differ."""
     ranks = {e.adapter_id: e.rank for e in experts}
     if len(set(ranks.values())) > 1:
@@ -55,11 +58,20 @@ def lorahub_task_vector(experts: Sequence[LoraExpert], weights: Sequence[float])
     return {m: b @ a for m, (a, b) in lorahub_factors(experts, weights).items()}
 
 
-def _minimise(objective: Callable[[np.ndarray], float], k: int, budget: int, bounds: tuple[float, float], seed: int):  # type: ignore[no-untyped-def]
+def _minimise(
+    objective: Callable[[np.ndarray], float],
+    k: int,
+    budget: int,
+    bounds: tuple[float, float],
+    seed: int,
+) -> tuple[np.ndarray, str]:
     try:
         import nevergrad as ng
     except ImportError:
-        warnings.warn("nevergrad is not installed: LoraHub runs a seeded random search (pip install 'lora-recycle[nevergrad]')", stacklevel=3)
+        warnings.warn(
+            "nevergrad is not installed: LoraHub runs a seeded random search (pip install 'lora-recycle[nevergrad]')",
+            stacklevel=3,
+        )
         rng = np.random.default_rng(seed)
         best_x, best_f = np.zeros(k), objective(np.zeros(k))
         for _ in range(budget - 1):
@@ -99,7 +111,7 @@ def lorahub_optimize(
         raise ValueError(f"bounds must contain 0 strictly inside, got {bounds!r}")
     lorahub_factors(experts, [0.0] * len(experts))  # rank check before any evaluation
     modules = list(dict.fromkeys(m for e in experts for m in e.factors))
-    saved = {m: base_model.get_submodule(m).weight.detach().clone() for m in modules}
+    saved = {m: get_linear(base_model, m).weight.detach().clone() for m in modules}
     evaluations = 0
 
     def objective(w: np.ndarray) -> float:
@@ -112,10 +124,12 @@ def lorahub_optimize(
         finally:
             with torch.no_grad():
                 for m, weight in saved.items():
-                    base_model.get_submodule(m).weight.copy_(weight)
+                    get_linear(base_model, m).weight.copy_(weight)
         return loss + l1 * float(np.abs(w).mean())
 
     weights, name = _minimise(objective, len(experts), budget, bounds, seed)
     final = objective(weights)
     evaluations -= 1  # the re-evaluation of the recommendation is not part of the budget
-    return LoraHubResult(weights, final, lorahub_task_vector(experts, weights.tolist()), evaluations, name)
+    return LoraHubResult(
+        weights, final, lorahub_task_vector(experts, weights.tolist()), evaluations, name
+    )

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from lora_recycle.adapters import LoraExpert
+from lora_recycle.pool import get_linear
 
 METHODS = ("avg", "sum", "ties", "tsv", "dare_ties")
 SIGN_RULES = ("total", "frequency")
@@ -32,7 +33,10 @@ def task_vectors(experts: Iterable[LoraExpert]) -> list[TaskVector]:
 
 
 def ties_merge(
-    deltas: torch.Tensor, density: float, majority_sign: str = "total", generator: torch.Generator | None = None,
+    deltas: torch.Tensor,
+    density: float,
+    majority_sign: str = "total",
+    generator: torch.Generator | None = None,
     dare: bool = False,
 ) -> torch.Tensor:
     """TIES over ``deltas`` (K, out, in): trim to the top ``density`` by magnitude (or, with ``dare``,
@@ -43,7 +47,7 @@ def ties_merge(
         keep = torch.rand(flat.shape, generator=generator, dtype=torch.float64) < density
         trimmed = torch.where(keep.to(flat.device), flat / density, torch.zeros_like(flat))
     else:
-        n_keep = max(1, int(round(density * flat.shape[1])))
+        n_keep = max(1, round(density * flat.shape[1]))
         threshold = flat.abs().kthvalue(flat.shape[1] - n_keep + 1, dim=1, keepdim=True).values
         trimmed = torch.where(flat.abs() >= threshold, flat, torch.zeros_like(flat))
     votes = trimmed.sum(0) if majority_sign == "total" else trimmed.sign().sum(0)
@@ -101,7 +105,7 @@ def merge_task_vectors(
     items = list(experts)
     if not items:
         raise ValueError("merge_task_vectors got no experts")
-    tvs = task_vectors(items) if isinstance(items[0], LoraExpert) else [dict(t) for t in items]  # type: ignore[arg-type]
+    tvs = task_vectors(items) if isinstance(items[0], LoraExpert) else [dict(t) for t in items]  # type: ignore[arg-type, call-overload]
     modules = list(dict.fromkeys(m for tv in tvs for m in tv))
     generator = torch.Generator().manual_seed(seed)
     merged: TaskVector = {}
@@ -115,16 +119,22 @@ def merge_task_vectors(
         elif method == "tsv":
             merged[module] = tsv_merge(stack, tsv_rank)
         else:
-            merged[module] = ties_merge(stack, density, majority_sign, generator, dare=method == "dare_ties")
+            merged[module] = ties_merge(
+                stack, density, majority_sign, generator, dare=method == "dare_ties"
+            )
     return merged
 
 
-def apply_task_vector(model: nn.Module, task_vector: Mapping[str, torch.Tensor], scale: float = 1.0) -> nn.Module:
+def apply_task_vector(
+    model: nn.Module, task_vector: Mapping[str, torch.Tensor], scale: float = 1.0
+) -> nn.Module:
     """Add ``scale · ΔW`` to each named linear weight of ``model``, in place (``W += ΔW``)."""
     with torch.no_grad():
         for module, delta in task_vector.items():
-            weight = model.get_submodule(module).weight
+            weight = get_linear(model, module).weight
             if weight.shape != delta.shape:
-                raise ValueError(f"module {module!r}: weight {tuple(weight.shape)}, ΔW {tuple(delta.shape)}")
+                raise ValueError(
+                    f"module {module!r}: weight {tuple(weight.shape)}, ΔW {tuple(delta.shape)}"
+                )
             weight += scale * delta.to(weight.dtype)
     return model

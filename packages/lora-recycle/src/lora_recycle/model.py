@@ -18,8 +18,14 @@ from torch import nn
 from lora_recycle.adapters import LoraExpert
 from lora_recycle.controls import REINIT_CASES, reinit_experts, reinit_target
 from lora_recycle.export import ExportedLora, export_lora
-from lora_recycle.layer import INITS, AdaptiveMergeLinear, CoefficientGroup, canonical_activation, initial_logits
-from lora_recycle.pool import LoraPool, unwrap_base
+from lora_recycle.layer import (
+    INITS,
+    AdaptiveMergeLinear,
+    CoefficientGroup,
+    canonical_activation,
+    initial_logits,
+)
+from lora_recycle.pool import LoraPool, get_linear, unwrap_base
 
 GRANULARITIES = ("per_expert", "per_layer", "per_sublayer", "per_module", "per_dimension")
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -49,7 +55,9 @@ class AdaptiveMergeConfig:
 
     def __post_init__(self) -> None:
         if self.granularity not in GRANULARITIES:
-            raise ValueError(f"granularity must be one of {GRANULARITIES}, got {self.granularity!r}")
+            raise ValueError(
+                f"granularity must be one of {GRANULARITIES}, got {self.granularity!r}"
+            )
         self.activation = canonical_activation(self.activation)
         if self.init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
@@ -126,14 +134,21 @@ class AdaptiveMergeModel(nn.Module):
             safe = key.replace(".", "__")
             if safe not in self.coefficient_groups:
                 size = a_cat.shape[0] if config.granularity == "per_dimension" else len(experts)
-                logits = initial_logits(config.init, size, len(experts), generator, config.force_routing)
+                logits = initial_logits(
+                    config.init, size, len(experts), generator, config.force_routing
+                )
                 self.coefficient_groups[safe] = CoefficientGroup(
                     logits.to(a_cat.dtype), config.activation, config.include_activation_coeff
                 )
             self.module_groups[module] = safe
-            base_linear = base_model.get_submodule(module)
+            base_linear = get_linear(base_model, module)
             layer = AdaptiveMergeLinear(
-                base_linear, a_cat, b_cat, owner, scale, self.coefficient_groups[safe],  # type: ignore[arg-type]
+                base_linear,
+                a_cat,
+                b_cat,
+                owner,
+                scale,
+                self.coefficient_groups[safe],  # type: ignore[arg-type]
                 per_dimension=config.granularity == "per_dimension",
                 trainable_factors=config.train_lora_weights,
                 backend=config.backend,
@@ -161,7 +176,8 @@ class AdaptiveMergeModel(nn.Module):
     def coefficients(self) -> dict[str, torch.Tensor]:
         """``{module: c}``: the activated coefficients (per expert, or per rank row) of each module."""
         return {
-            module: self.coefficient_groups[key]().detach().clone() for module, key in self.module_groups.items()
+            module: self.coefficient_groups[key]().detach().clone()
+            for module, key in self.module_groups.items()
         }
 
     def get_nb_trainable_parameters(self) -> tuple[int, int]:
@@ -190,7 +206,10 @@ class AdaptiveMergeModel(nn.Module):
         one rank), or a rank-``rank`` truncated SVD of each ΔW."""
         with torch.no_grad():
             parts = {
-                module: (layer.lora_A.detach(), layer.lora_B.detach() * layer.row_coefficients()[None, :])
+                module: (
+                    layer.lora_A.detach(),
+                    layer.lora_B.detach() * layer.row_coefficients()[None, :],
+                )
                 for module, layer in self.adaptive_layers()
             }
         return export_lora(parts, rank)

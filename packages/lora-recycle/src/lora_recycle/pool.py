@@ -40,16 +40,32 @@ def linear_shapes(model: nn.Module) -> dict[str, tuple[int, int]]:
     }
 
 
+def get_linear(model: nn.Module, name: str) -> nn.Linear:
+    """The ``nn.Linear`` called ``name`` in ``model`` (a clear error when it is missing or not linear)."""
+    try:
+        module = model.get_submodule(name)
+    except AttributeError as exc:
+        raise ValueError(f"the model has no module {name!r}") from exc
+    if not isinstance(module, nn.Linear):
+        raise ValueError(f"module {name!r} is a {type(module).__name__}, expected nn.Linear")
+    return module
+
+
 def check_compatible(expert: LoraExpert, shapes: dict[str, tuple[int, int]]) -> None:
     """Raise :class:`IncompatibleAdapterError` unless every module exists with A: r×in, B: out×r."""
     for module, (a, b) in expert.factors.items():
         if module not in shapes:
             raise IncompatibleAdapterError(
-                expert.adapter_id, module, None, (b.shape[0], a.shape[1]),
+                expert.adapter_id,
+                module,
+                None,
+                (b.shape[0], a.shape[1]),
                 detail=f"module {module!r} is not a linear layer of the base model",
             )
         if (b.shape[0], a.shape[1]) != shapes[module]:
-            raise IncompatibleAdapterError(expert.adapter_id, module, shapes[module], (b.shape[0], a.shape[1]))
+            raise IncompatibleAdapterError(
+                expert.adapter_id, module, shapes[module], (b.shape[0], a.shape[1])
+            )
 
 
 class LoraPool(Sequence[LoraExpert]):
@@ -95,9 +111,15 @@ class LoraPool(Sequence[LoraExpert]):
         experts: list[LoraExpert] = []
         seen: set[str] = set()
         for adapter_id in ids:
-            key = str(Path(adapter_id).expanduser().resolve()) if Path(adapter_id).expanduser().exists() else adapter_id
+            key = (
+                str(Path(adapter_id).expanduser().resolve())
+                if Path(adapter_id).expanduser().exists()
+                else adapter_id
+            )
             if key in seen:
-                warnings.warn(f"duplicate adapter {adapter_id!r} dropped from the pool", stacklevel=2)
+                warnings.warn(
+                    f"duplicate adapter {adapter_id!r} dropped from the pool", stacklevel=2
+                )
                 report.setdefault("duplicate", []).append(adapter_id)
                 continue
             seen.add(key)
@@ -126,7 +148,7 @@ class LoraPool(Sequence[LoraExpert]):
     def __len__(self) -> int:
         return len(self.experts)
 
-    def __getitem__(self, index):  # type: ignore[no-untyped-def, override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return self.subset(range(len(self))[index])
         return self.experts[index]
@@ -171,7 +193,9 @@ def _load_one(
         raise AdapterError(adapter_id, "empty", "no LoRA factors outside lm_head")
     ranks = {a.shape[0] for a, _ in factors.values()}
     if len(ranks) != 1:
-        raise UnsupportedAdapterError(adapter_id, "rank_pattern", f"modules have different ranks {sorted(ranks)}")
+        raise UnsupportedAdapterError(
+            adapter_id, "rank_pattern", f"modules have different ranks {sorted(ranks)}"
+        )
     expert = LoraExpert(adapter_id, factors, scaling_from_config(config, ranks.pop()), config)
     check_compatible(expert, shapes)
     return expert

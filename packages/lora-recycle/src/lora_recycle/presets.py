@@ -41,8 +41,14 @@ def adamerging(**overrides: Any) -> Preset:
 def pi_tuning(**overrides: Any) -> Preset:
     """π-Tuning: softmax with a, b terms, equal init, trainable A/B, the target (first) expert re-drawn."""
     return _preset(
-        "pi_tuning", 1e-4, overrides, activation="softmax", init="equal",
-        include_activation_coeff=True, train_lora_weights=True, reinit_target=True,
+        "pi_tuning",
+        1e-4,
+        overrides,
+        activation="softmax",
+        init="equal",
+        include_activation_coeff=True,
+        train_lora_weights=True,
+        reinit_target=True,
     )
 
 
@@ -56,9 +62,20 @@ class LoraHubPreset:
     seed: int = 42
     name: str = "lorahub"
 
-    def run(self, base_model: nn.Module, experts: Sequence[LoraExpert], loss_fn: Callable[[nn.Module], float]) -> LoraHubResult:
+    def run(
+        self,
+        base_model: nn.Module,
+        experts: Sequence[LoraExpert],
+        loss_fn: Callable[[nn.Module], float],
+    ) -> LoraHubResult:
         return lorahub_optimize(
-            base_model, experts, loss_fn, budget=self.budget, bounds=self.bounds, l1=self.l1, seed=self.seed
+            base_model,
+            experts,
+            loss_fn,
+            budget=self.budget,
+            bounds=self.bounds,
+            l1=self.l1,
+            seed=self.seed,
         )
 
 

@@ -8,26 +8,73 @@ is computed over several target tasks (paired differences, ±2 standard errors).
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report
 
 TITLE = "The Appeal and Reality of Recycling LoRAs with Adaptive Merging (synthetic hub)"
 SIZES: dict[str, dict[str, Any]] = {
-    "smoke": {"d_in": 12, "hidden": 16, "classes": 5, "pool": 6, "k": 4, "pool_steps": 20, "pool_samples": 256,
-              "base_steps": 100, "targets": 1, "max_steps": 3, "lrs": (5e-2,), "target_lrs": (3e-3,),
-              "target_steps": 10, "lorahub_budget": 3, "test": 256, "search_steps": (3,)},
-    "quick": {"d_in": 32, "hidden": 64, "classes": 10, "pool": 60, "k": 30, "pool_steps": 300, "pool_samples": 3000,
-              "base_steps": 1500, "targets": 3, "max_steps": 100, "lrs": (1e-2, 5e-2), "target_lrs": (3e-4, 3e-3),
-              "target_steps": 400, "lorahub_budget": 100, "test": 4000, "search_steps": (100, 300)},
-    "full": {"d_in": 32, "hidden": 64, "classes": 10, "pool": 60, "k": 30, "pool_steps": 300, "pool_samples": 3000,
-             "base_steps": 1500, "targets": 8, "max_steps": 100, "lrs": (1e-2, 2e-2, 5e-2), "target_lrs": (3e-4, 1e-3, 3e-3),
-             "target_steps": 400, "lorahub_budget": 100, "test": 4000, "search_steps": (100, 300, 1000)},
+    "smoke": {
+        "d_in": 12,
+        "hidden": 16,
+        "classes": 5,
+        "pool": 6,
+        "k": 4,
+        "pool_steps": 20,
+        "pool_samples": 256,
+        "base_steps": 100,
+        "targets": 1,
+        "max_steps": 3,
+        "lrs": (5e-2,),
+        "target_lrs": (3e-3,),
+        "target_steps": 10,
+        "lorahub_budget": 3,
+        "test": 256,
+        "search_steps": (3,),
+    },
+    "quick": {
+        "d_in": 32,
+        "hidden": 64,
+        "classes": 10,
+        "pool": 60,
+        "k": 30,
+        "pool_steps": 300,
+        "pool_samples": 3000,
+        "base_steps": 1500,
+        "targets": 3,
+        "max_steps": 100,
+        "lrs": (1e-2, 5e-2),
+        "target_lrs": (3e-4, 3e-3),
+        "target_steps": 400,
+        "lorahub_budget": 100,
+        "test": 4000,
+        "search_steps": (100, 300),
+    },
+    "full": {
+        "d_in": 32,
+        "hidden": 64,
+        "classes": 10,
+        "pool": 60,
+        "k": 30,
+        "pool_steps": 300,
+        "pool_samples": 3000,
+        "base_steps": 1500,
+        "targets": 8,
+        "max_steps": 100,
+        "lrs": (1e-2, 2e-2, 5e-2),
+        "target_lrs": (3e-4, 1e-3, 3e-3),
+        "target_steps": 400,
+        "lorahub_budget": 100,
+        "test": 4000,
+        "search_steps": (100, 300, 1000),
+    },
 }
 # Calibrations of the base searched for "adaptive merging beats the base" (issue: the toy base of the
 # pilot was over-confident): none, weight decay, weight decay + label smoothing.
@@ -52,20 +99,41 @@ def _build_hub(args: ReproduceArgs, size: dict[str, Any]) -> dict[str, Any]:
 
     g = torch.Generator().manual_seed(args.seed)
     w0 = torch.randn(size["classes"], size["d_in"], generator=g)
-    bases = {name: pretrain_base(w0, size["hidden"], size["base_steps"], wd, args.seed, smooth)
-             for name, (wd, smooth) in CALIBRATIONS.items()}
+    bases = {
+        name: pretrain_base(w0, size["hidden"], size["base_steps"], wd, args.seed, smooth)
+        for name, (wd, smooth) in CALIBRATIONS.items()
+    }
     pool_tasks = [random_task(size["classes"], size["d_in"], g) for _ in range(size["pool"])]
     targets = [random_task(size["classes"], size["d_in"], g) for _ in range(size["targets"])]
     related = [t.related(g) for t in targets]
     hubs = {}
     for name, base in bases.items():
-        experts = train_pool(base, w0, pool_tasks + related, n_samples=size["pool_samples"], steps=size["pool_steps"], seed=args.seed)
+        experts = train_pool(
+            base,
+            w0,
+            pool_tasks + related,
+            n_samples=size["pool_samples"],
+            steps=size["pool_steps"],
+            seed=args.seed,
+        )
         folders = []
         for expert in experts[: size["pool"]]:
-            config = {**expert.config, "peft_type": "LORA", "task_type": None, "target_modules": expert.modules, "bias": "none"}
-            folders.append(str(save_adapter_folder(args.out / "hub" / name / expert.adapter_id, expert.factors, config)))
+            config = {
+                **expert.config,
+                "peft_type": "LORA",
+                "task_type": None,
+                "target_modules": expert.modules,
+                "bias": "none",
+            }
+            folders.append(
+                str(
+                    save_adapter_folder(
+                        args.out / "hub" / name / expert.adapter_id, expert.factors, config
+                    )
+                )
+            )
         pool = LoraPool.from_pretrained(folders, base, task_type=None)  # the real loading path
-        hubs[name] = (pool, experts[size["pool"]:])
+        hubs[name] = (pool, experts[size["pool"] :])
     datasets = []
     for t in targets:
         w = t.matrix(w0)
@@ -83,27 +151,43 @@ def run(args: ReproduceArgs) -> Report:
     torch.set_num_threads(1)
     report = Report("lora-recycle", TITLE, args.out, {"size": args.size, "seed": args.seed})
     hub = _build_hub(args, size)
-    budget = Budget(max_steps=size["max_steps"], lrs=size["lrs"], target_lrs=size["target_lrs"],
-                    target_steps=size["target_steps"], target_rank=TARGET_RANK, lorahub_budget=size["lorahub_budget"],
-                    k=size["k"], seed=args.seed)
+    budget = Budget(
+        max_steps=size["max_steps"],
+        lrs=size["lrs"],
+        target_lrs=size["target_lrs"],
+        target_steps=size["target_steps"],
+        target_rank=TARGET_RANK,
+        lorahub_budget=size["lorahub_budget"],
+        k=size["k"],
+        seed=args.seed,
+    )
     pool, related = hub["hubs"][MAIN_CALIBRATION]
     base = hub["bases"][MAIN_CALIBRATION]
     results, search = [], []
     bar = progress(total=len(hub["datasets"]) * 10, desc="arms")
+    search_hubs = {name: (hub["bases"][name], hub["hubs"][name][0]) for name in CALIBRATIONS}
     for i, (train, valid, test) in enumerate(hub["datasets"]):
         data = TargetData(train, valid, test)
-
-        def tick(name: str) -> None:
-            bar.set_postfix_str(f"target {i}: {name}")
-            bar.update(1)
-
-        results.append(report.cached(f"target{i}", lambda: run_target(base, pool, related[i], data, budget, tick)))
-        search += report.cached(f"search{i}", lambda: beats_base_search(
-            {name: (hub["bases"][name], hub["hubs"][name][0]) for name in CALIBRATIONS}, data, budget, size["search_steps"]))
+        tick = functools.partial(_tick, bar, i)
+        results.append(
+            report.cached(
+                f"target{i}",
+                functools.partial(run_target, base, pool, related[i], data, budget, tick),
+            )
+        )
+        search += report.cached(
+            f"search{i}",
+            functools.partial(beats_base_search, search_hubs, data, budget, size["search_steps"]),
+        )
     bar.close()
     _claims(report, results, search)
     _tables(report, results, search)
     return report
+
+
+def _tick(bar: Any, target: int, name: str) -> None:
+    bar.set_postfix_str(f"target {target}: {name}")
+    bar.update(1)
 
 
 def _paired(results: list[dict[str, Any]], a: str, b: str) -> list[float]:
@@ -114,27 +198,66 @@ def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str
     n = len(results)
     acc = {arm: _mean_se([r[arm]["accuracy"] for r in results])[0] for arm in results[0]}
     d, se = _mean_se(_paired(results, "target_lora", "ours"))
-    report.claim("target LoRA ≥ adaptive merging of an unrelated pool − 0.02", "test accuracy", acc["target_lora"], acc["ours"],
-                 direction="higher", baseline_name="ours (30 random pool LoRAs)", tolerance=MARGIN_TARGET, samples=n,
-                 note=f"paired difference {d:+.3f} ± {se:.3f} (s.e.)")
+    report.claim(
+        "target LoRA ≥ adaptive merging of an unrelated pool − 0.02",
+        "test accuracy",
+        acc["target_lora"],
+        acc["ours"],
+        direction="higher",
+        baseline_name="ours (30 random pool LoRAs)",
+        tolerance=MARGIN_TARGET,
+        samples=n,
+        note=f"paired difference {d:+.3f} ± {se:.3f} (s.e.)",
+    )
     gaps = [abs(acc[f"select_{m}"] - acc["ours"]) for m in ("cosine", "evaluation")]
     lift, lift_se = _mean_se(_paired(results, "ours_related", "ours"))
-    report.claim("the selection method changes little (|cosine − random|, |evaluation − random| ≤ 0.03)", "test accuracy",
-                 max(gaps), 0.0, direction="close", baseline_name="no change", tolerance=CLOSE, samples=n,
-                 note="negative control: a related LoRA in the pool does move the same merge "
-                      f"({lift:+.3f} ± {lift_se:.3f}), so the pool's content can matter here")
+    report.claim(
+        "the selection method changes little (|cosine − random|, |evaluation − random| ≤ 0.03)",
+        "test accuracy",
+        max(gaps),
+        0.0,
+        direction="close",
+        baseline_name="no change",
+        tolerance=CLOSE,
+        samples=n,
+        note="negative control: a related LoRA in the pool does move the same merge "
+        f"({lift:+.3f} ± {lift_se:.3f}), so the pool's content can matter here",
+    )
     d, se = _mean_se(_paired(results, "random_init", "ours"))
-    report.claim("|random-init pool − recycled pool| ≤ 0.03", "test accuracy", acc["random_init"], acc["ours"],
-                 direction="close", baseline_name="ours (recycled)", tolerance=CLOSE, samples=n,
-                 note=f"paired difference {d:+.3f} ± {se:.3f}")
-    report.claim("a related LoRA in the pool lifts adaptive merging by ≥ 0.05 (and beyond 2 s.e.)", "test accuracy",
-                 acc["ours_related"], acc["ours"] + RELATED_LIFT, direction="higher", baseline_name="ours(unrelated) + 0.05",
-                 samples=n, held=lift >= RELATED_LIFT and lift > 2 * lift_se,
-                 note=f"paired lift {lift:+.3f} ± {lift_se:.3f}")
+    report.claim(
+        "|random-init pool − recycled pool| ≤ 0.03",
+        "test accuracy",
+        acc["random_init"],
+        acc["ours"],
+        direction="close",
+        baseline_name="ours (recycled)",
+        tolerance=CLOSE,
+        samples=n,
+        note=f"paired difference {d:+.3f} ± {se:.3f}",
+    )
+    report.claim(
+        "a related LoRA in the pool lifts adaptive merging by ≥ 0.05 (and beyond 2 s.e.)",
+        "test accuracy",
+        acc["ours_related"],
+        acc["ours"] + RELATED_LIFT,
+        direction="higher",
+        baseline_name="ours(unrelated) + 0.05",
+        samples=n,
+        held=lift >= RELATED_LIFT and lift > 2 * lift_se,
+        note=f"paired lift {lift:+.3f} ± {lift_se:.3f}",
+    )
     gain, gain_se = _mean_se(_paired(results, "ours", "base"))
-    report.claim("adaptive merging beats the base on held-out accuracy (beyond 2 s.e.)", "test accuracy", acc["ours"], acc["base"],
-                 direction="higher", baseline_name="base", samples=n, held=gain > 2 * gain_se if gain_se == gain_se else False,
-                 note=f"paired gain {gain:+.3f} ± {gain_se:.3f}; settings searched: " + _search_note(search))
+    report.claim(
+        "adaptive merging beats the base on held-out accuracy (beyond 2 s.e.)",
+        "test accuracy",
+        acc["ours"],
+        acc["base"],
+        direction="higher",
+        baseline_name="base",
+        samples=n,
+        held=gain > 2 * gain_se if gain_se == gain_se else False,
+        note=f"paired gain {gain:+.3f} ± {gain_se:.3f}; settings searched: " + _search_note(search),
+    )
 
 
 def _search_note(search: list[dict[str, Any]]) -> str:
@@ -143,29 +266,49 @@ def _search_note(search: list[dict[str, Any]]) -> str:
         by_setting.setdefault((row["calibration"], row["steps"], row["lr"]), []).append(row["gain"])
     best = max(by_setting.items(), key=lambda kv: statistics.fmean(kv[1]))
     mean, se = _mean_se(best[1])
-    return (f"{len(by_setting)} (base calibration × steps × lr, unrelated pool); best {best[0]} gain {mean:+.3f} ± {se:.3f}")
+    return f"{len(by_setting)} (base calibration × steps × lr, unrelated pool); best {best[0]} gain {mean:+.3f} ± {se:.3f}"
 
 
 def _tables(report: Report, results: list[dict[str, Any]], search: list[dict[str, Any]]) -> None:
     from shared_core.report import subplots
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for arm in results[0]:
         mean, se = _mean_se([r[arm]["accuracy"] for r in results])
-        rows.append({"arm": arm, "accuracy": mean, "s.e.": se, "valid loss": statistics.fmean(r[arm]["valid_loss"] for r in results),
-                     "lr": "/".join(str(r[arm].get("lr", "-")) for r in results)})
+        rows.append(
+            {
+                "arm": arm,
+                "accuracy": mean,
+                "s.e.": se,
+                "valid loss": statistics.fmean(r[arm]["valid_loss"] for r in results),
+                "lr": "/".join(str(r[arm].get("lr", "-")) for r in results),
+            }
+        )
     report.table("test accuracy per arm (mean over target tasks)", rows)
     grouped: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in search:
         grouped.setdefault((row["calibration"], row["steps"], row["lr"]), []).append(row)
-    report.table("search: where does adaptive merging beat the base?", [
-        {"calibration": c, "steps": s, "lr": lr, "base": statistics.fmean(r["base"] for r in g),
-         "ours": statistics.fmean(r["ours"] for r in g), "gain": _mean_se([r["gain"] for r in g])[0],
-         "gain s.e.": _mean_se([r["gain"] for r in g])[1]}
-        for (c, s, lr), g in grouped.items()
-    ])
+    report.table(
+        "search: where does adaptive merging beat the base?",
+        [
+            {
+                "calibration": c,
+                "steps": s,
+                "lr": lr,
+                "base": statistics.fmean(r["base"] for r in g),
+                "ours": statistics.fmean(r["ours"] for r in g),
+                "gain": _mean_se([r["gain"] for r in g])[0],
+                "gain s.e.": _mean_se([r["gain"] for r in g])[1],
+            }
+            for (c, s, lr), g in grouped.items()
+        ],
+    )
     fig, ax = subplots(figsize=(8, 3.5))
-    ax.bar([r["arm"] for r in rows], [r["accuracy"] for r in rows], yerr=[0 if r["s.e."] != r["s.e."] else 2 * r["s.e."] for r in rows])
+    ax.bar(
+        [r["arm"] for r in rows],
+        [r["accuracy"] for r in rows],
+        yerr=[0.0 if math.isnan(float(r["s.e."])) else 2 * float(r["s.e."]) for r in rows],
+    )
     ax.set_ylabel("test accuracy")
     ax.tick_params(axis="x", rotation=60)
     report.figure("arms", fig, "test accuracy per arm, ±2 s.e. over target tasks")

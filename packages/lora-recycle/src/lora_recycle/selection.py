@@ -27,7 +27,9 @@ AGGREGATES = ("micro", "macro")
 _ROW_BLOCK = 256
 
 
-def frobenius_inner(a1: torch.Tensor, b1: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
+def frobenius_inner(
+    a1: torch.Tensor, b1: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor
+) -> torch.Tensor:
     """⟨B1 A1, B2 A2⟩_F = tr((A1 A2ᵀ)(B2ᵀ B1)) in O(r1 r2 (in + out))."""
     return ((a1 @ a2.T) * (b1.T @ b2)).sum()
 
@@ -39,7 +41,9 @@ def _face_split(x: torch.Tensor, y: torch.Tensor, rows_dim: int) -> torch.Tensor
     return (x[:, :, None] * y[:, None, :]).reshape(x.shape[0], -1)  # B factors (out×r)
 
 
-def _entrywise_sum(a1, b1, a2, b2, kind: str) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def _entrywise_sum(
+    a1: torch.Tensor, b1: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, kind: str
+) -> torch.Tensor:
     """Σ max(ΔW1 ⊙ ΔW2, 0) or Σ |ΔW1 ⊙ ΔW2| over row blocks (no full ΔW held)."""
     a, b = _face_split(a1, a2, 0), _face_split(b1, b2, 1)
     total = torch.zeros((), dtype=a.dtype)
@@ -49,8 +53,11 @@ def _entrywise_sum(a1, b1, a2, b2, kind: str) -> torch.Tensor:  # type: ignore[n
     return total
 
 
-def _module_terms(c: LoraExpert, t: LoraExpert, module: str, method: str) -> tuple[float, float, float]:
+def _module_terms(
+    c: LoraExpert, t: LoraExpert, module: str, method: str
+) -> tuple[float, float, float]:
     """(numerator, ‖c‖², ‖t‖²) of one module; a module on one side only has numerator 0."""
+
     def factors(e: LoraExpert) -> tuple[torch.Tensor, torch.Tensor] | None:
         if module not in e.factors:
             return None
@@ -70,7 +77,9 @@ def _module_terms(c: LoraExpert, t: LoraExpert, module: str, method: str) -> tup
     return float(frobenius_inner(*fc, *ft)), norm_c, norm_t
 
 
-def closeness(candidate: LoraExpert, target: LoraExpert, method: str = "cosine", aggregate: str = "micro") -> float:
+def closeness(
+    candidate: LoraExpert, target: LoraExpert, method: str = "cosine", aggregate: str = "micro"
+) -> float:
     """The closeness score of ``candidate`` to ``target`` (higher = closer).
 
     ``micro``: mean over the union of modules of per-module ratios; ``macro``: Σ numerators over
@@ -115,7 +124,9 @@ def selection_scores(
         return [float(e.rank) for e in pool]
     if method == "evaluation":
         if scores is None:
-            raise ValueError("method='evaluation' needs scores= (adapter id -> measured score on the target task)")
+            raise ValueError(
+                "method='evaluation' needs scores= (adapter id -> measured score on the target task)"
+            )
         missing = [e.adapter_id for e in pool if e.adapter_id not in scores]
         if missing:
             raise ValueError(f"scores= lacks {len(missing)} pool adapters, e.g. {missing[:3]}")
@@ -143,14 +154,19 @@ def select_experts(
     """
     if len(pool) == 0:
         raise ValueError("cannot select from an empty pool")
-    with_target = target_lora is not None and include_target
-    candidates = [i for i, e in enumerate(pool) if not (with_target and e.adapter_id == target_lora.adapter_id)]  # type: ignore[union-attr]
+    target_id = target_lora.adapter_id if target_lora is not None and include_target else None
+    with_target = target_id is not None
+    candidates = [i for i, e in enumerate(pool) if e.adapter_id != target_id or target_id is None]
     wanted = k - 1 if with_target else k
     if not isinstance(k, int) or k < 1 or wanted > len(candidates):
-        raise ValueError(f"k must be an int in [1, {len(candidates) + int(with_target)}] for this pool, got {k!r}")
-    all_scores = selection_scores(pool, method, target_lora=target_lora, scores=scores, seed=seed, aggregate=aggregate)
+        raise ValueError(
+            f"k must be an int in [1, {len(candidates) + int(with_target)}] for this pool, got {k!r}"
+        )
+    all_scores = selection_scores(
+        pool, method, target_lora=target_lora, scores=scores, seed=seed, aggregate=aggregate
+    )
     order = sorted(candidates, key=lambda i: (-all_scores[i], i))[:wanted]
     experts = [pool[i] for i in order]
-    if with_target:
-        experts.insert(0, target_lora)  # type: ignore[arg-type]
+    if target_lora is not None and with_target:
+        experts.insert(0, target_lora)
     return pool.with_experts(experts)

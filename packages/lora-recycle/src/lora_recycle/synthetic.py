@@ -28,9 +28,17 @@ class Classifier(nn.Module):
 
     def __init__(self, d_in: int, hidden: int, n_classes: int) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
+        self.net = nn.Sequential(
+            nn.Linear(d_in, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, n_classes),
+        )
 
-    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
         logits = self.net(x)
         out = {"logits": logits}
         if labels is not None:
@@ -47,23 +55,34 @@ class Task:
         return w0 + PERTURBATION * self.u @ self.v.T
 
     def related(self, generator: torch.Generator) -> Task:
-        return Task(self.u + RELATED_NOISE * torch.randn(self.u.shape, generator=generator),
-                    self.v + RELATED_NOISE * torch.randn(self.v.shape, generator=generator))
+        return Task(
+            self.u + RELATED_NOISE * torch.randn(self.u.shape, generator=generator),
+            self.v + RELATED_NOISE * torch.randn(self.v.shape, generator=generator),
+        )
 
 
 def random_task(n_classes: int, d_in: int, generator: torch.Generator) -> Task:
     # U, V with unit-variance entries scaled so 1.5·U Vᵀ has entries of W0's order (std ≈ 1.5)
-    return Task(torch.randn(n_classes, TASK_RANK, generator=generator) / math.sqrt(TASK_RANK),
-                torch.randn(d_in, TASK_RANK, generator=generator))
+    return Task(
+        torch.randn(n_classes, TASK_RANK, generator=generator) / math.sqrt(TASK_RANK),
+        torch.randn(d_in, TASK_RANK, generator=generator),
+    )
 
 
-def sample(w: torch.Tensor, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def sample(
+    w: torch.Tensor, n: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.randn(n, w.shape[1], generator=generator)
     return x, (x @ w.T).argmax(-1)
 
 
 def pretrain_base(
-    w0: torch.Tensor, hidden: int, steps: int, weight_decay: float, seed: int, label_smoothing: float = 0.0
+    w0: torch.Tensor,
+    hidden: int,
+    steps: int,
+    weight_decay: float,
+    seed: int,
+    label_smoothing: float = 0.0,
 ) -> Classifier:
     """The base, trained on the shared teacher; ``weight_decay``/``label_smoothing`` calibrate it."""
     torch.manual_seed(seed)
@@ -79,30 +98,49 @@ def pretrain_base(
     return model.eval()
 
 
-def _batched_forward(base: Classifier, factors: list[tuple[torch.Tensor, torch.Tensor]], scaling: float, x: torch.Tensor) -> torch.Tensor:
+def _batched_forward(
+    base: Classifier,
+    factors: list[tuple[torch.Tensor, torch.Tensor]],
+    scaling: float,
+    x: torch.Tensor,
+) -> torch.Tensor:
     """Logits of P LoRA-adapted copies of ``base`` on ``x`` (P, n, d) at once."""
     linears = [m for m in base.net if isinstance(m, nn.Linear)]
     h = x
     for i, (linear, (a, b)) in enumerate(zip(linears, factors, strict=True)):
-        h = linear(h) + scaling * torch.einsum("pnr,por->pno", torch.einsum("pni,pri->pnr", h, a), b)
+        h = linear(h) + scaling * torch.einsum(
+            "pnr,por->pno", torch.einsum("pni,pri->pnr", h, a), b
+        )
         if i < len(linears) - 1:
             h = F.relu(h)
     return h
 
 
 def train_pool(
-    base: Classifier, w0: torch.Tensor, tasks: list[Task], *, rank: int = 4, alpha: float = 8.0,
-    n_samples: int = 3000, steps: int = 300, lr: float = 1e-2, seed: int = 0,
+    base: Classifier,
+    w0: torch.Tensor,
+    tasks: list[Task],
+    *,
+    rank: int = 4,
+    alpha: float = 8.0,
+    n_samples: int = 3000,
+    steps: int = 300,
+    lr: float = 1e-2,
+    seed: int = 0,
 ) -> list[LoraExpert]:
     """One LoRA per task (A ~ U(±1/sqrt(in)) as peft, B = 0), trained jointly with Adam on batches of 128."""
     generator = torch.Generator().manual_seed(seed)
     data = [sample(t.matrix(w0), n_samples, generator) for t in tasks]
     xs, ys = torch.stack([d[0] for d in data]), torch.stack([d[1] for d in data])
-    names = [f"net.{i}" for i, m in enumerate(base.net) if isinstance(m, nn.Linear)]
-    shapes = [(base.net.get_submodule(n.split(".")[1]).out_features, base.net.get_submodule(n.split(".")[1]).in_features) for n in names]
+    linears = [(f"net.{i}", m) for i, m in enumerate(base.net) if isinstance(m, nn.Linear)]
+    names = [name for name, _ in linears]
+    shapes = [(m.out_features, m.in_features) for _, m in linears]
     p = len(tasks)
     factors = [
-        (((torch.rand(p, rank, i, generator=generator) * 2 - 1) / math.sqrt(i)).requires_grad_(), torch.zeros(p, o, rank, requires_grad=True))
+        (
+            ((torch.rand(p, rank, i, generator=generator) * 2 - 1) / math.sqrt(i)).requires_grad_(),
+            torch.zeros(p, o, rank, requires_grad=True),
+        )
         for o, i in shapes
     ]
     frozen = copy.deepcopy(base).requires_grad_(False)
@@ -116,8 +154,15 @@ def train_pool(
         loss.backward()
         optimizer.step()
     return [
-        LoraExpert(f"task{j}", {n: (a[j].detach().clone(), b[j].detach().clone()) for n, (a, b) in zip(names, factors, strict=True)},
-                   scaling, {"r": rank, "lora_alpha": alpha})
+        LoraExpert(
+            f"task{j}",
+            {
+                n: (a[j].detach().clone(), b[j].detach().clone())
+                for n, (a, b) in zip(names, factors, strict=True)
+            },
+            scaling,
+            {"r": rank, "lora_alpha": alpha},
+        )
         for j in range(p)
     ]
 

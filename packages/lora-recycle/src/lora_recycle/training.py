@@ -31,10 +31,17 @@ class TrainResult:
     stopped_early: bool = False
 
 
-def _check(lr: float, max_steps: int, grad_accum: int, eval_every: int, valid: Sequence[Any], patience: int) -> None:
+def _check(
+    lr: float, max_steps: int, grad_accum: int, eval_every: int, valid: Sequence[Any], patience: int
+) -> None:
     if not lr > 0 or not math.isfinite(lr):
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    for name, value in (("max_steps", max_steps), ("grad_accum", grad_accum), ("eval_every", eval_every), ("early_stopping_patience", patience)):
+    for name, value in (
+        ("max_steps", max_steps),
+        ("grad_accum", grad_accum),
+        ("eval_every", eval_every),
+        ("early_stopping_patience", patience),
+    ):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     if len(valid) < 2:
@@ -46,21 +53,30 @@ def _check(lr: float, max_steps: int, grad_accum: int, eval_every: int, valid: S
 def _callback(model: nn.Module, patience: int, result: TrainResult) -> Any:
     from transformers import TrainerCallback
 
-    class BestTrainableState(TrainerCallback):  # type: ignore[misc]
+    class BestTrainableState(TrainerCallback):
         """Keeps the trainable parameters of the best evaluation (step 0 included); stops early."""
 
         def __init__(self) -> None:
             self.best: dict[str, torch.Tensor] | None = None
             self.bad_evals = 0
 
-        def on_evaluate(self, args: Any, state: Any, control: Any, metrics: dict[str, float] | None = None, **kw: Any) -> None:
+        def on_evaluate(
+            self,
+            args: Any,
+            state: Any,
+            control: Any,
+            metrics: dict[str, float] | None = None,
+            **kw: Any,
+        ) -> None:
             loss = float((metrics or {})["eval_loss"])
             result.history.append((state.global_step, loss))
             if state.global_step == 0:
                 result.start_eval_loss = loss
             if self.best is None or loss < result.best_eval_loss:
                 result.best_eval_loss, result.best_step = loss, state.global_step
-                self.best = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+                self.best = {
+                    n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad
+                }
                 self.bad_evals = 0
             else:
                 self.bad_evals += 1
@@ -160,10 +176,14 @@ def _trainer_class(trainer: type, l1: float) -> type:
     if l1 == 0:
         return trainer
 
-    class L1Trainer(trainer):  # type: ignore[misc, valid-type]
-        def compute_loss(self, model: nn.Module, inputs: dict[str, Any], return_outputs: bool = False, **kw: Any) -> Any:
+    class L1Trainer(trainer):
+        def compute_loss(
+            self, model: nn.Module, inputs: dict[str, Any], return_outputs: bool = False, **kw: Any
+        ) -> Any:
             out = super().compute_loss(model, inputs, return_outputs=return_outputs, **kw)
-            penalty = sum(p.abs().sum() for p in model.parameters() if p.requires_grad and p.ndim == 1)
+            penalty = sum(
+                p.abs().sum() for p in model.parameters() if p.requires_grad and p.ndim == 1
+            )
             if return_outputs:
                 return out[0] + l1 * penalty, out[1]
             return out + l1 * penalty
