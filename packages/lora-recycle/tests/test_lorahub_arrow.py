@@ -97,3 +97,12 @@ def test_arrow_routes_to_the_best_aligned_expert():
     torch.testing.assert_close(single(x), explicit(x), atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="top_k"):
         get_arrow_model(make_mlp(), LoraPool.from_experts([e], make_mlp()), top_k=0)
+
+
+def test_lorahub_names_the_numpy_incompatibility(monkeypatch):
+    pytest.importorskip("nevergrad")
+    import lora_recycle.lorahub as lorahub
+
+    monkeypatch.setattr(lorahub, "_numpy_allows_size1_float", lambda: False)
+    with pytest.raises(RuntimeError, match="numpy<2.4"):
+        lorahub_optimize(make_mlp(), [_expert("a", 1)], _loss_fn(), budget=2)

@@ -7,6 +7,7 @@ from lora_recycle import (
     get_adaptive_merge_model,
     presets,
 )
+from lora_recycle.kernels import lora_cat_forward
 from lora_recycle.layer import AdaptiveMergeLinear
 from lora_testmodels import make_llama, make_mlp
 
@@ -181,3 +182,13 @@ def test_mlp_pool_with_partial_modules_and_gradients():
     assert len(grads) == 2 and all(gr is not None and gr.abs().sum() > 0 for gr in grads)
     with pytest.raises(ValueError, match="empty pool"):
         get_adaptive_merge_model(make_mlp(), pool.subset([]))
+
+
+def test_explicit_triton_request_never_falls_back(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU runs the kernel")
+    with pytest.raises(RuntimeError, match="triton"):
+        lora_cat_forward(
+            torch.ones(2, 3), torch.ones(4, 3), torch.ones(4), torch.ones(5, 4), backend="triton"
+        )

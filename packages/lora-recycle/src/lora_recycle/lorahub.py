@@ -58,6 +58,16 @@ def lorahub_task_vector(experts: Sequence[LoraExpert], weights: Sequence[float])
     return {m: b @ a for m, (a, b) in lorahub_factors(experts, weights).items()}
 
 
+def _numpy_allows_size1_float() -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            float(np.zeros(1))
+        except TypeError:
+            return False
+    return True
+
+
 def _minimise(
     objective: Callable[[np.ndarray], float],
     k: int,
@@ -80,6 +90,13 @@ def _minimise(
             if f < best_f:
                 best_x, best_f = x, f
         return best_x, "random_search"
+    if not _numpy_allows_size1_float():
+        # nevergrad <= 1.0.12's metamodel calls float() on a (1,) array, a TypeError since numpy 2.4,
+        # raised inside one of its worker threads: the run then hangs instead of failing.
+        raise RuntimeError(
+            f"nevergrad {ng.__version__} cannot run NGOpt with numpy {np.__version__} "
+            "(float() of a 1-element array is an error since numpy 2.4): pip install 'numpy<2.4'"
+        )
     param = ng.p.Array(init=np.zeros(k), lower=bounds[0], upper=bounds[1])
     param.random_state = np.random.RandomState(seed)
     optimizer = ng.optimizers.NGOpt(parametrization=param, budget=budget)
