@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from lora_recycle.kernels import lora_cat_forward
+
 from shared_core.kernels import triton_enabled
 from shared_core.testing import assert_kernel_matches, kernel_dtypes
-
-from lora_recycle.kernels import lora_cat_forward
 
 pytestmark = [
     pytest.mark.triton,
