@@ -104,5 +104,5 @@ def test_lorahub_names_the_numpy_incompatibility(monkeypatch):
     import lora_recycle.lorahub as lorahub
 
     monkeypatch.setattr(lorahub, "_numpy_allows_size1_float", lambda: False)
-    with pytest.raises(RuntimeError, match="numpy<2.4"):
+    with pytest.raises(RuntimeError, match=r"numpy<2\.4"):
         lorahub_optimize(make_mlp(), [_expert("a", 1)], _loss_fn(), budget=2)
