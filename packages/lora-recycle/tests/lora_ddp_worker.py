@@ -12,7 +12,6 @@ import os
 import sys
 
 import torch
-
 from lora_recycle import (
     AdaptiveMergeConfig,
     LoraExpert,
