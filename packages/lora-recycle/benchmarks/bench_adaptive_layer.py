@@ -32,16 +32,23 @@ from shared_core.bench import compare
 
 
 class One(torch.nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self, d_out: int, d_in: int) -> None:
         super().__init__()
-        self.proj = torch.nn.Linear(dim, dim, bias=False)
+        self.proj = torch.nn.Linear(d_in, d_out, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(x)
 
 
 def build(
-    k: int, rank: int, dim: int, device: str, dtype: torch.dtype, backend: str, seed: int = 0
+    k: int,
+    rank: int,
+    d_out: int,
+    d_in: int,
+    device: str,
+    dtype: torch.dtype,
+    backend: str,
+    seed: int = 0,
 ):  # type: ignore[no-untyped-def]
     g = torch.Generator().manual_seed(seed)
     experts = [
@@ -49,8 +56,8 @@ def build(
             f"e{i}",
             {
                 "proj": (
-                    torch.randn(rank, dim, generator=g) / dim**0.5,
-                    torch.randn(dim, rank, generator=g) / rank**0.5,
+                    torch.randn(rank, d_in, generator=g) / d_in**0.5,
+                    torch.randn(d_out, rank, generator=g) / rank**0.5,
                 )
             },
             2.0,
@@ -58,16 +65,16 @@ def build(
         for i in range(k)
     ]
     torch.manual_seed(seed)
-    base = One(dim)
+    base = One(d_out, d_in)
     pool = LoraPool.from_experts(experts, base)
     ours = get_adaptive_merge_model(
-        One(dim).to(dtype=dtype),
+        One(d_out, d_in).to(dtype=dtype),
         pool,
         AdaptiveMergeConfig(activation="identity", init="ones", backend=backend),
     )
     ours.base_model.proj.base.weight.data.copy_(base.proj.weight.data)
     ours = ours.to(device=device, dtype=dtype)
-    peft = to_peft_model(One(dim), experts)
+    peft = to_peft_model(One(d_out, d_in), experts)
     peft.base_model.model.proj.base_layer.weight.data.copy_(base.proj.weight.data)
     peft.base_model.set_adapter([f"e{i}" for i in range(k)])
     for p in peft.parameters():
@@ -83,7 +90,8 @@ def main() -> None:
     )
     parser.add_argument("--k", type=int, default=30)
     parser.add_argument("--rank", type=int, default=16)
-    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--dim", type=int, default=1024, help="in = out features")
+    parser.add_argument("--shape", default=None, help="OUTxIN, e.g. 14336x4096 (overrides --dim)")
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
@@ -94,8 +102,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
-    ours, peft, layer = build(args.k, args.rank, args.dim, args.device, dtype, args.backend)
-    x = torch.randn(args.tokens, args.dim, device=args.device, dtype=dtype, requires_grad=True)
+    d_out, d_in = map(int, args.shape.split("x")) if args.shape else (args.dim, args.dim)
+    ours, peft, layer = build(args.k, args.rank, d_out, d_in, args.device, dtype, args.backend)
+    x = torch.randn(args.tokens, d_in, device=args.device, dtype=dtype, requires_grad=True)
 
     def step_ours() -> None:
         ours(x).sum().backward()
