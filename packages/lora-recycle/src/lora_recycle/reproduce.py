@@ -212,7 +212,7 @@ def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str
     gaps = [abs(acc[f"select_{m}"] - acc["ours"]) for m in ("cosine", "evaluation")]
     lift, lift_se = _mean_se(_paired(results, "ours_related", "ours"))
     report.claim(
-        "the selection method changes little (|cosine − random|, |evaluation − random| ≤ 0.03)",
+        "the selection method changes little (cosine and evaluation within 0.03 of random)",
         "test accuracy",
         max(gaps),
         0.0,
@@ -225,7 +225,7 @@ def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str
     )
     d, se = _mean_se(_paired(results, "random_init", "ours"))
     report.claim(
-        "|random-init pool − recycled pool| ≤ 0.03",
+        "random-init pool within 0.03 of the recycled pool",
         "test accuracy",
         acc["random_init"],
         acc["ours"],
