@@ -8,6 +8,7 @@ is computed over several target tasks (paired differences, ±2 standard errors).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import statistics
@@ -38,6 +39,17 @@ SIZES: dict[str, dict[str, Any]] = {
         "lorahub_budget": 3,
         "test": 256,
         "search_steps": (3,),
+        "llama": {
+            "content": 8,
+            "classes": 4,
+            "length": 6,
+            "pretrain": 30,
+            "pool": 3,
+            "k": 2,
+            "pool_steps": 3,
+            "targets": 1,
+            "test": 128,
+        },
     },
     "quick": {
         "d_in": 32,
@@ -56,6 +68,17 @@ SIZES: dict[str, dict[str, Any]] = {
         "lorahub_budget": 100,
         "test": 4000,
         "search_steps": (100, 300),
+        "llama": {
+            "content": 16,
+            "classes": 6,
+            "length": 8,
+            "pretrain": 1000,
+            "pool": 16,
+            "k": 10,
+            "pool_steps": 100,
+            "targets": 3,
+            "test": 2000,
+        },
     },
     "full": {
         "d_in": 32,
@@ -74,6 +97,17 @@ SIZES: dict[str, dict[str, Any]] = {
         "lorahub_budget": 100,
         "test": 4000,
         "search_steps": (100, 300, 1000),
+        "llama": {
+            "content": 16,
+            "classes": 6,
+            "length": 8,
+            "pretrain": 2000,
+            "pool": 60,
+            "k": 30,
+            "pool_steps": 300,
+            "targets": 8,
+            "test": 4000,
+        },
     },
 }
 # Calibrations of the base searched for "adaptive merging beats the base" (issue: the toy base of the
@@ -182,7 +216,45 @@ def run(args: ReproduceArgs) -> Report:
     bar.close()
     _claims(report, results, search)
     _tables(report, results, search)
+    llama = size["llama"]
+    llama_budget = dataclasses.replace(budget, k=llama["k"])
+    llama_results = [
+        report.cached(f"llama{i}", functools.partial(run_target, *case, llama_budget))
+        for i, case in enumerate(_llama_cases(args, llama))
+    ]
+    _claims(report, llama_results, [], prefix="[tiny Llama] ")
+    _tables(report, llama_results, [], prefix="[tiny Llama] ")
     return report
+
+
+def _llama_cases(args: ReproduceArgs, size: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The same hub on shared-core's tiny Llama: (base, pool, related LoRA, data) per target task."""
+    from lora_recycle.experiment import TargetData
+    from lora_recycle.pool import LoraPool
+    from lora_recycle.synthetic import pretrain_llama, random_task, sample_tokens, train_llama_pool
+
+    g = torch.Generator().manual_seed(args.seed + 1)
+    w0 = torch.randn(size["classes"], size["content"], generator=g)
+    wd, smooth = CALIBRATIONS[MAIN_CALIBRATION]
+    base = pretrain_llama(w0, size["length"], size["pretrain"], wd, args.seed, smooth)
+    tasks = [random_task(size["classes"], size["content"], g) for _ in range(size["pool"])]
+    targets = [random_task(size["classes"], size["content"], g) for _ in range(size["targets"])]
+    experts = train_llama_pool(
+        base,
+        w0,
+        tasks + [t.related(g) for t in targets],
+        size["length"],
+        steps=size["pool_steps"],
+        seed=args.seed,
+    )
+    pool = LoraPool.from_experts(experts[: size["pool"]], base)
+    cases = []
+    for target, related in zip(targets, experts[size["pool"] :], strict=True):
+        w = target.matrix(w0)
+        x, y = sample_tokens(w, 100, size["length"], size["classes"], g)
+        test = sample_tokens(w, size["test"], size["length"], size["classes"], g)
+        cases.append((base, pool, related, TargetData((x[:80], y[:80]), (x[80:], y[80:]), test)))
+    return cases
 
 
 def _tick(bar: Any, target: int, name: str) -> None:
@@ -194,12 +266,14 @@ def _paired(results: list[dict[str, Any]], a: str, b: str) -> list[float]:
     return [r[a]["accuracy"] - r[b]["accuracy"] for r in results]
 
 
-def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str, Any]]) -> None:
+def _claims(
+    report: Report, results: list[dict[str, Any]], search: list[dict[str, Any]], prefix: str = ""
+) -> None:
     n = len(results)
     acc = {arm: _mean_se([r[arm]["accuracy"] for r in results])[0] for arm in results[0]}
     d, se = _mean_se(_paired(results, "target_lora", "ours"))
     report.claim(
-        "target LoRA ≥ adaptive merging of an unrelated pool − 0.02",
+        prefix + "target LoRA ≥ adaptive merging of an unrelated pool − 0.02",
         "test accuracy",
         acc["target_lora"],
         acc["ours"],
@@ -212,7 +286,8 @@ def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str
     gaps = [abs(acc[f"select_{m}"] - acc["ours"]) for m in ("cosine", "evaluation")]
     lift, lift_se = _mean_se(_paired(results, "ours_related", "ours"))
     report.claim(
-        "the selection method changes little (cosine and evaluation within 0.03 of random)",
+        prefix
+        + "the selection method changes little (cosine and evaluation within 0.03 of random)",
         "test accuracy",
         max(gaps),
         0.0,
@@ -225,7 +300,7 @@ def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str
     )
     d, se = _mean_se(_paired(results, "random_init", "ours"))
     report.claim(
-        "random-init pool within 0.03 of the recycled pool",
+        prefix + "random-init pool within 0.03 of the recycled pool",
         "test accuracy",
         acc["random_init"],
         acc["ours"],
@@ -236,7 +311,7 @@ def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str
         note=f"paired difference {d:+.3f} ± {se:.3f}",
     )
     report.claim(
-        "a related LoRA in the pool lifts adaptive merging by ≥ 0.05 (and beyond 2 s.e.)",
+        prefix + "a related LoRA in the pool lifts adaptive merging by ≥ 0.05 (and beyond 2 s.e.)",
         "test accuracy",
         acc["ours_related"],
         acc["ours"] + RELATED_LIFT,
@@ -248,7 +323,7 @@ def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str
     )
     gain, gain_se = _mean_se(_paired(results, "ours", "base"))
     report.claim(
-        "adaptive merging beats the base on held-out accuracy (beyond 2 s.e.)",
+        prefix + "adaptive merging beats the base on held-out accuracy (beyond 2 s.e.)",
         "test accuracy",
         acc["ours"],
         acc["base"],
@@ -256,7 +331,8 @@ def _claims(report: Report, results: list[dict[str, Any]], search: list[dict[str
         baseline_name="base",
         samples=n,
         held=gain > 2 * gain_se if gain_se == gain_se else False,
-        note=f"paired gain {gain:+.3f} ± {gain_se:.3f}; settings searched: " + _search_note(search),
+        note=f"paired gain {gain:+.3f} ± {gain_se:.3f}"
+        + (f"; settings searched: {_search_note(search)}" if search else ""),
     )
 
 
@@ -269,7 +345,9 @@ def _search_note(search: list[dict[str, Any]]) -> str:
     return f"{len(by_setting)} (base calibration × steps × lr, unrelated pool); best {best[0]} gain {mean:+.3f} ± {se:.3f}"
 
 
-def _tables(report: Report, results: list[dict[str, Any]], search: list[dict[str, Any]]) -> None:
+def _tables(
+    report: Report, results: list[dict[str, Any]], search: list[dict[str, Any]], prefix: str = ""
+) -> None:
     from shared_core.report import subplots
 
     rows: list[dict[str, Any]] = []
@@ -284,25 +362,26 @@ def _tables(report: Report, results: list[dict[str, Any]], search: list[dict[str
                 "lr": "/".join(str(r[arm].get("lr", "-")) for r in results),
             }
         )
-    report.table("test accuracy per arm (mean over target tasks)", rows)
-    grouped: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for row in search:
-        grouped.setdefault((row["calibration"], row["steps"], row["lr"]), []).append(row)
-    report.table(
-        "search: where does adaptive merging beat the base?",
-        [
-            {
-                "calibration": c,
-                "steps": s,
-                "lr": lr,
-                "base": statistics.fmean(r["base"] for r in g),
-                "ours": statistics.fmean(r["ours"] for r in g),
-                "gain": _mean_se([r["gain"] for r in g])[0],
-                "gain s.e.": _mean_se([r["gain"] for r in g])[1],
-            }
-            for (c, s, lr), g in grouped.items()
-        ],
-    )
+    report.table(prefix + "test accuracy per arm (mean over target tasks)", rows)
+    if search:
+        grouped: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for row in search:
+            grouped.setdefault((row["calibration"], row["steps"], row["lr"]), []).append(row)
+        report.table(
+            "search: where does adaptive merging beat the base?",
+            [
+                {
+                    "calibration": c,
+                    "steps": s,
+                    "lr": lr,
+                    "base": statistics.fmean(r["base"] for r in g),
+                    "ours": statistics.fmean(r["ours"] for r in g),
+                    "gain": _mean_se([r["gain"] for r in g])[0],
+                    "gain s.e.": _mean_se([r["gain"] for r in g])[1],
+                }
+                for (c, s, lr), g in grouped.items()
+            ],
+        )
     fig, ax = subplots(figsize=(8, 3.5))
     ax.bar(
         [r["arm"] for r in rows],
@@ -311,7 +390,11 @@ def _tables(report: Report, results: list[dict[str, Any]], search: list[dict[str
     )
     ax.set_ylabel("test accuracy")
     ax.tick_params(axis="x", rotation=60)
-    report.figure("arms", fig, "test accuracy per arm, ±2 s.e. over target tasks")
+    report.figure(
+        "arms-llama" if prefix else "arms",
+        fig,
+        prefix + "test accuracy per arm, ±2 s.e. over target tasks",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

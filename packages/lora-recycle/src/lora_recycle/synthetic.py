@@ -179,3 +179,103 @@ def mean_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 def as_examples(x: torch.Tensor, y: torch.Tensor) -> list[dict[str, torch.Tensor]]:
     return [{"x": xi, "labels": yi} for xi, yi in zip(x, y, strict=True)]
+
+
+class TokenClassifier(nn.Module):
+    """A tiny Llama read as a classifier: the label is the next token after the sequence, among the
+    first ``n_classes`` ids (the LM's logits there); ``x`` holds input ids."""
+
+    def __init__(self, lm: nn.Module, n_classes: int) -> None:
+        super().__init__()
+        self.lm = lm
+        self.n_classes = n_classes
+
+    def forward(
+        self, x: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        logits = self.lm(input_ids=x).logits[:, -1, : self.n_classes]
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = F.cross_entropy(logits, labels)
+        return out
+
+
+def sample_tokens(
+    w: torch.Tensor, n: int, length: int, n_classes: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequences of content tokens (ids ≥ ``n_classes``); label = argmax(W · token counts)."""
+    content = w.shape[1]
+    ids = torch.randint(0, content, (n, length), generator=generator)
+    counts = F.one_hot(ids, content).float().sum(1) / length**0.5
+    return ids + n_classes, (counts @ w.T).argmax(-1)
+
+
+def pretrain_llama(
+    w0: torch.Tensor,
+    length: int,
+    steps: int,
+    weight_decay: float,
+    seed: int,
+    label_smoothing: float = 0.0,
+) -> TokenClassifier:
+    """shared-core's tiny Llama (hidden 32, 2 layers) trained on the shared teacher."""
+    from shared_core.models import tiny_llama
+
+    n_classes = w0.shape[0]
+    lm = tiny_llama(
+        vocab_size=n_classes + w0.shape[1],
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=length + 1,
+        seed=seed,
+    )
+    model = TokenClassifier(lm, n_classes)
+    generator = torch.Generator().manual_seed(seed + 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=weight_decay)
+    for _ in range(steps):
+        x, y = sample_tokens(w0, 64, length, n_classes, generator)
+        loss = F.cross_entropy(model(x)["logits"], y, label_smoothing=label_smoothing)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
+def train_llama_pool(
+    base: TokenClassifier,
+    w0: torch.Tensor,
+    tasks: list[Task],
+    length: int,
+    *,
+    rank: int = 4,
+    alpha: float = 8.0,
+    n_samples: int = 1000,
+    steps: int = 100,
+    lr: float = 1e-2,
+    seed: int = 0,
+) -> list[LoraExpert]:
+    """One peft LoRA per task on every linear layer of the tiny Llama but the LM head."""
+    from lora_recycle.interop import train_target_lora
+
+    generator = torch.Generator().manual_seed(seed)
+    experts = []
+    for j, task in enumerate(tasks):
+        x, y = sample_tokens(task.matrix(w0), n_samples, length, base.n_classes, generator)
+        data = [{"x": xi, "labels": yi} for xi, yi in zip(x, y, strict=True)]
+        experts.append(
+            train_target_lora(
+                copy.deepcopy(base),
+                data,
+                r=rank,
+                lora_alpha=alpha,
+                lora_dropout=0.0,
+                lr=lr,
+                steps=steps,
+                batch_size=64,
+                seed=seed + j,
+                adapter_id=f"task{j}",
+            )
+        )
+    return experts
