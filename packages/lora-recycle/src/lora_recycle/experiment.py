@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
 from lora_recycle import presets
 from lora_recycle.adapters import LoraExpert
@@ -20,7 +21,7 @@ from lora_recycle.merges import apply_task_vector, merge_task_vectors
 from lora_recycle.model import AdaptiveMergeConfig, get_adaptive_merge_model
 from lora_recycle.pool import LoraPool
 from lora_recycle.selection import select_experts
-from lora_recycle.synthetic import Classifier, accuracy, as_examples, mean_loss
+from lora_recycle.synthetic import accuracy, as_examples, mean_loss
 from lora_recycle.training import train_adaptive_merge
 
 
@@ -44,7 +45,7 @@ class Budget:
 
 
 def adaptive_arm(
-    base: Classifier,
+    base: nn.Module,
     pool: LoraPool,
     config: AdaptiveMergeConfig,
     data: TargetData,
@@ -77,14 +78,14 @@ def adaptive_arm(
 
 
 def static_arm(
-    base: Classifier, task_vector: dict[str, torch.Tensor], data: TargetData
+    base: nn.Module, task_vector: dict[str, torch.Tensor], data: TargetData
 ) -> dict[str, float]:
     model = apply_task_vector(copy.deepcopy(base), task_vector)
     return {"valid_loss": mean_loss(model, *data.valid), "accuracy": accuracy(model, *data.test)}
 
 
 def target_lora_arm(
-    base: Classifier, data: TargetData, budget: Budget
+    base: nn.Module, data: TargetData, budget: Budget
 ) -> tuple[dict[str, float], LoraExpert]:
     """The target-task LoRA (peft; spec hyper-parameters but the rank), lr picked on validation."""
     best: tuple[dict[str, float], LoraExpert] | None = None
@@ -106,7 +107,7 @@ def target_lora_arm(
 
 
 def lorahub_arm(
-    base: Classifier, experts: list[LoraExpert], data: TargetData, budget: Budget
+    base: nn.Module, experts: list[LoraExpert], data: TargetData, budget: Budget
 ) -> dict[str, float]:
     """LoraHub over the target LoRA + K−1 pool LoRAs; objective = loss on all 100 examples (+ L1)."""
     x = torch.cat([data.train[0], data.valid[0]])
@@ -119,7 +120,7 @@ def lorahub_arm(
     return row
 
 
-def evaluation_scores(base: Classifier, pool: LoraPool, data: TargetData) -> dict[str, float]:
+def evaluation_scores(base: nn.Module, pool: LoraPool, data: TargetData) -> dict[str, float]:
     """Each pool LoRA's own accuracy on the target's training examples (the "evaluation" selection)."""
     return {
         e.adapter_id: accuracy(
@@ -130,7 +131,7 @@ def evaluation_scores(base: Classifier, pool: LoraPool, data: TargetData) -> dic
 
 
 def run_target(
-    base: Classifier,
+    base: nn.Module,
     pool: LoraPool,
     related: LoraExpert,
     data: TargetData,
@@ -194,7 +195,7 @@ def run_target(
 
 
 def beats_base_search(
-    hubs: dict[str, tuple[Classifier, LoraPool]],
+    hubs: dict[str, tuple[nn.Module, LoraPool]],
     data: TargetData,
     budget: Budget,
     steps: Sequence[int],

@@ -219,15 +219,17 @@ def run(args: ReproduceArgs) -> Report:
     llama = size["llama"]
     llama_budget = dataclasses.replace(budget, k=llama["k"])
     llama_results = [
-        report.cached(f"llama{i}", functools.partial(run_target, *case, llama_budget))
-        for i, case in enumerate(_llama_cases(args, llama))
+        report.cached(
+            f"llama{i}", functools.partial(run_target, base_lm, pool_lm, rel, data, llama_budget)
+        )
+        for i, (base_lm, pool_lm, rel, data) in enumerate(_llama_cases(args, llama))
     ]
     _claims(report, llama_results, [], prefix="[tiny Llama] ")
     _tables(report, llama_results, [], prefix="[tiny Llama] ")
     return report
 
 
-def _llama_cases(args: ReproduceArgs, size: dict[str, Any]) -> list[tuple[Any, ...]]:
+def _llama_cases(args: ReproduceArgs, size: dict[str, Any]) -> list[tuple[Any, Any, Any, Any]]:
     """The same hub on shared-core's tiny Llama: (base, pool, related LoRA, data) per target task."""
     from lora_recycle.experiment import TargetData
     from lora_recycle.pool import LoraPool
