@@ -192,3 +192,19 @@ def test_explicit_triton_request_never_falls_back(monkeypatch):
         lora_cat_forward(
             torch.ones(2, 3), torch.ones(4, 3), torch.ones(4), torch.ones(5, 4), backend="triton"
         )
+
+
+def test_state_dict_round_trip_and_bf16_base(llama_pool, ids):
+    model = get_adaptive_merge_model(make_llama(), llama_pool, presets.adamerging().config)
+    _set_logits(model, -0.4)
+    fresh = get_adaptive_merge_model(make_llama(), llama_pool, presets.adamerging().config)
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert torch.equal(fresh(input_ids=ids).logits, model(input_ids=ids).logits)
+    half = get_adaptive_merge_model(
+        make_llama().to(torch.bfloat16), llama_pool, presets.ours().config
+    )
+    with torch.no_grad():
+        logits = half(input_ids=ids).logits
+        assert logits.dtype == torch.bfloat16
+        assert torch.equal(logits, make_llama().to(torch.bfloat16)(input_ids=ids).logits)
