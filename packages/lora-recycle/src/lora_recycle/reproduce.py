@@ -280,7 +280,7 @@ def _claims(
         acc["target_lora"],
         acc["ours"],
         direction="higher",
-        baseline_name="ours (30 random pool LoRAs)",
+        baseline_name="ours (random pool LoRAs)",
         tolerance=MARGIN_TARGET,
         samples=n,
         note=f"paired difference {d:+.3f} ± {se:.3f} (s.e.)",
