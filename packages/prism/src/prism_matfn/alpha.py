@@ -111,6 +111,7 @@ class KrylovRows:
         K[:, :p] = S.to(self.dtype).reshape(-1, n, p).mT
         self.lone = batch == 1  # the optimizers' usual bucket: plain 2-D products
         self.K = K[0] if self.lone else K
+        self.shape = (*self.K.shape[:-2], n, n)  # an operand's shape (the loop's residuals)
         self.vectors = K.view(batch, order + 1, p * n)
         # (source rows, product with R² rather than R, destination rows) for each product.
         self.products: list[tuple[torch.Tensor, bool, torch.Tensor]] = []
@@ -181,8 +182,9 @@ class KrylovRows:
             return minimize_from_grams(self.host_grams, degree, bounds, solver, grid_points)
 
     def _operand(self, A: torch.Tensor) -> torch.Tensor:
-        A = A.to(self.dtype).reshape(-1, self.n, self.n)
-        A = A[0] if self.lone else A
+        if A.dtype != self.dtype:
+            A = A.to(self.dtype)
+        A = A.view(self.n, self.n) if self.lone and A.is_contiguous() else A.reshape(self.shape)
         return A if self.symmetric else A.mT  # W_{j+1} = W_j Rᵀ
 
 
