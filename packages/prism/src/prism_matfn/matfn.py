@@ -404,9 +404,10 @@ def _polar_step(
     X = state[0]
     if R2 is None:
         X = _step_matrix(R, alpha.reshape(-1), degree, True) @ X
+    elif scalar is not None and scalar > 0:  # α(R² + R/(2α)): one pass over R², α in the product
+        X = torch.baddbmm(X, R2.add_(R, alpha=0.5 / scalar), X, alpha=scalar)
     else:
-        coef = scalar if scalar is not None else alpha.to(X.dtype).reshape(-1, 1, 1)
-        X = torch.baddbmm(X, R2.mul_(coef).add_(R, alpha=0.5), X)
+        X = torch.baddbmm(X, R2.mul_(alpha.to(X.dtype).reshape(-1, 1, 1)).add_(R, alpha=0.5), X)
     return (X, _polar_residual(X, plain) if again else None)
 
 
