@@ -186,3 +186,37 @@ def test_cpu_alpha_from_the_buffer_matches_the_torch_gram_path():
         fast = rows.alpha(R, R @ R, 5, ALPHA_BOUNDS[5])
         reference = alpha_from_gram(krylov_gram(R, S, 5), 5, ALPHA_BOUNDS[5], "exact", 65)
         torch.testing.assert_close(fast, reference, atol=1e-4, rtol=0)
+
+
+def _residuals_of_conditioning(conditions, n=16, m=40, seed=11):
+    """``R = I − XXᵀ`` for ``X`` with singular values log-spaced over each condition number."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for cond in conditions:
+        U, _ = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
+        V, _ = torch.linalg.qr(torch.randn(m, n, generator=g, dtype=torch.float64))
+        sigma = torch.logspace(-np.log10(cond), 0, n, dtype=torch.float64)
+        X = U @ torch.diag(sigma) @ V.mT
+        out.append(torch.eye(n, dtype=torch.float64) - X @ X.mT)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("solver", ["exact", "grid"])
+@pytest.mark.parametrize("conditions", [(1.2, 2.0, 1e4), (1.05, 1.5, 3.0, 1e2, 1e6, 1.0)])
+def test_batched_host_fit_equals_the_per_matrix_fit(conditions, solver):
+    """One batched fit (rows, Grams, quartics and minima of the whole batch in one call) gives each
+    matrix the α of fitting it alone with :func:`fit_alpha`, for a batch mixing conditionings
+    (Python-float path for ≤ 4 matrices, NumPy for more; cond 1 is a converged R = 0: α = lo)."""
+    from prism_matfn.alpha import KrylovRows
+
+    R = _residuals_of_conditioning(conditions)
+    batch, n = len(R), R.shape[-1]
+    S = torch.randn(batch, n, 5, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    bounds = ALPHA_BOUNDS[5]
+    rows = KrylovRows(S, batch, 5, R.dtype, True, True)
+    batched = rows.alpha_host(R, R @ R, 5, bounds, solver)
+    alone = [float(fit_alpha(R[i], S[i], 5, bounds=bounds, solver=solver)) for i in range(batch)]
+    np.testing.assert_allclose(batched, alone, rtol=0, atol=1e-12)
+    assert len(set(np.round(alone, 6))) >= 3  # the batch really mixes different fits
+    if conditions[-1] == 1.0:
+        assert alone[-1] == bounds[0]

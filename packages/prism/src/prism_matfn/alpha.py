@@ -15,6 +15,7 @@ so one fit costs ``deg h`` products ``R · (n×p)`` and a few inner products. Fo
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -110,6 +111,7 @@ class KrylovRows:
         K[:, :p] = S.to(self.dtype).reshape(-1, n, p).mT
         self.lone = batch == 1  # the optimizers' usual bucket: plain 2-D products
         self.K = K[0] if self.lone else K
+        self.shape = (*self.K.shape[:-2], n, n)  # an operand's shape (the loop's residuals)
         self.vectors = K.view(batch, order + 1, p * n)
         # (source rows, product with R² rather than R, destination rows) for each product.
         self.products: list[tuple[torch.Tensor, bool, torch.Tensor]] = []
@@ -120,6 +122,12 @@ class KrylovRows:
             block = (self.K.narrow(-2, src * p, take * p), by_square)
             self.products.append((*block, self.K.narrow(-2, have * p, take * p)))
             have += take
+        if S.device.type == "cpu":
+            # The host fit's workspace, made once: the rows' float64 copy, the Grams and a NumPy
+            # view of them, so an iteration's fit allocates nothing and converts nothing.
+            self.wide = torch.empty(batch, order + 1, p * n, dtype=torch.float64)
+            self.grams = torch.empty(batch, order + 1, order + 1, dtype=torch.float64)
+            self.host_grams = self.grams.numpy().reshape(batch, (order + 1) ** 2)
 
     def fill(self, R: torch.Tensor, squared: torch.Tensor | None = None) -> torch.Tensor:
         """Compute the rows for residual ``R`` (and ``R²``); returns them as ``(B, order+1, p·n)``."""
@@ -145,19 +153,38 @@ class KrylovRows:
         solver: str = "exact",
         grid_points: int = 65,
     ) -> torch.Tensor:
-        """The fitted α per matrix, float64 ``(B,)``: :func:`fit_alpha` with this run's buffer. On
-        the CPU the Gram, the quartic's coefficients and its minimisation run in NumPy on the
-        buffer's float64 copy (torch's per-op cost on a 6×6 Gram is most of a small PRISM step)."""
+        """The fitted α per matrix, float64 ``(B,)``: :func:`fit_alpha` with this run's buffer (on
+        the CPU through :meth:`alpha_host`)."""
         if R.device.type != "cpu":
             return alpha_from_gram(self.gram(R, squared), degree, bounds, solver, grid_points)
-        K = self.fill(R, squared).numpy().astype(np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: α is moot
-            q = (K @ K.transpose(0, 2, 1)).reshape(len(K), -1) @ objective_map(degree)
-        return torch.from_numpy(minimize_quartic_numpy(q, bounds, solver, grid_points))
+        return torch.from_numpy(self.alpha_host(R, squared, degree, bounds, solver, grid_points))
+
+    def alpha_host(
+        self,
+        R: torch.Tensor,
+        squared: torch.Tensor | None,
+        degree: int,
+        bounds: tuple[float, float],
+        solver: str = "exact",
+        grid_points: int = 65,
+    ) -> np.ndarray:
+        """The fitted α of every matrix of the batch as a float64 NumPy ``(B,)``, for CPU tensors.
+
+        One call for the whole batch: the products fill the rows (batched ``bmm``), then the
+        float64 Grams of all ``B`` matrices are one ``bmm`` into the run's workspace, and
+        :func:`minimize_from_grams` takes the quartics' coefficients and minima over the batch in
+        NumPy and Python floats (torch's per-op cost on a 6×6 Gram is most of a small PRISM step).
+        Same arithmetic as :func:`fit_alpha` (tested to round-off).
+        """
+        self.wide.copy_(self.fill(R, squared))  # float32 rows → float64, in place
+        torch.bmm(self.wide, self.wide.mT, out=self.grams)
+        with np.errstate(all="ignore"):  # a diverging iterate: α is moot, its warnings too
+            return minimize_from_grams(self.host_grams, degree, bounds, solver, grid_points)
 
     def _operand(self, A: torch.Tensor) -> torch.Tensor:
-        A = A.to(self.dtype).reshape(-1, self.n, self.n)
-        A = A[0] if self.lone else A
+        if A.dtype != self.dtype:
+            A = A.to(self.dtype)
+        A = A.view(self.n, self.n) if self.lone and A.is_contiguous() else A.reshape(self.shape)
         return A if self.symmetric else A.mT  # W_{j+1} = W_j Rᵀ
 
 
@@ -232,23 +259,61 @@ def minimize_quartic_numpy(
     """:func:`minimize_quartic` on the host: the grid scan is one NumPy product; the Newton steps run
     on Python floats for a few matrices (NumPy's per-op cost on five numbers would dominate), in
     NumPy for more. Same grid, same steps as the device code (tested against each other)."""
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return _minimize_rows(q.reshape(-1, 5), bounds, solver, grid_points).reshape(q.shape[:-1])
+
+
+def _minimize_rows(
+    rows: np.ndarray, bounds: tuple[float, float], solver: str, grid_points: int
+) -> np.ndarray:
+    """:func:`minimize_quartic_numpy` on ``(B, 5)`` coefficients, inside the caller's ``errstate``."""
     lo, hi = bounds
-    rows = q.reshape(-1, 5)
-    if not np.isfinite(
-        rows
-    ).all():  # a diverging iterate: its α is moot, keep the arithmetic finite
+    if not np.isfinite(rows).all():  # a diverging iterate: its α is moot, keep arithmetic finite
         rows = np.nan_to_num(rows, nan=0.0, posinf=0.0, neginf=0.0)
     grid, powers = _grid_numpy(lo, hi, grid_points)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        if len(rows) > _SCALAR_BATCH:
-            return np.asarray(
-                _grid_newton(np, rows, grid, powers, lo, hi, solver == "exact"), dtype=np.float64
-            ).reshape(q.shape[:-1])
-        best = grid[np.argmin(rows @ powers, -1)]  # first minimum: ties go to lo
-    if solver == "exact":
-        pairs = zip(rows.tolist(), best.tolist(), strict=True)
-        best = np.array([_newton_scalar(row, b, lo, hi) for row, b in pairs])
-    return best.reshape(q.shape[:-1])
+    if len(rows) > _SCALAR_BATCH:
+        return np.asarray(_grid_newton(np, rows, grid, powers, lo, hi, solver == "exact"))
+    best = grid[np.argmin(rows @ powers, -1)]  # first minimum: ties go to lo
+    if solver != "exact":
+        return best
+    pairs = zip(rows.tolist(), best.tolist(), strict=True)
+    return np.array([_newton_scalar(row, b, lo, hi) for row, b in pairs])
+
+
+def minimize_from_grams(
+    grams: np.ndarray, degree: int, bounds: tuple[float, float], solver: str, grid_points: int
+) -> np.ndarray:
+    """:func:`alpha_from_gram` on the host for flattened Grams ``(B, width²)``, float64 ``(B,)``.
+
+    For a few matrices one product with :func:`quartic_and_grid` gives each quartic's coefficients
+    and its values on the grid at once; the argmin and the Newton steps then run on Python floats
+    (a small PRISM step is dominated by per-call costs, not arithmetic). Same grid, same steps as
+    :func:`minimize_quartic`; the grid values differ from ``q @ powers`` by round-off only.
+    """
+    lo, hi = bounds
+    if len(grams) > _SCALAR_BATCH:
+        return _minimize_rows(grams @ objective_map(degree), bounds, solver, grid_points)
+    table, grid = quartic_and_grid(degree, lo, hi, grid_points)
+    alphas = []
+    for row in (grams @ table).tolist():
+        q, values = row[:5], row[5:]
+        if not math.isfinite(sum(q)):  # a diverging iterate: the guarded general path
+            alphas.append(_minimize_rows(np.array([q]), bounds, solver, grid_points)[0])
+            continue
+        best = grid[values.index(min(values))]  # first minimum: ties go to lo
+        alphas.append(_newton_scalar(q, best, lo, hi) if solver == "exact" else best)
+    return np.array(alphas)
+
+
+@functools.lru_cache(maxsize=64)
+def quartic_and_grid(
+    degree: int, lo: float, hi: float, points: int
+) -> tuple[np.ndarray, list[float]]:
+    """``([W | W·powers], grid)``: ``vec(M)`` times the table is the quartic's ``(q0..q4)`` followed
+    by ``Q`` at each grid point (see :func:`objective_map`, :func:`minimize_quartic`)."""
+    W = objective_map(degree)
+    grid, powers = _grid_numpy(lo, hi, points)
+    return np.concatenate([W, W @ powers], axis=1), grid.tolist()
 
 
 _NEWTON_STEPS = 2  # from a 65-point grid: error ≲ 1e-2 → ~1e-4 → ~1e-8 (α needs no more)

@@ -251,6 +251,7 @@ def _iterate(
         assert S is not None
         order = krylov_order(opts.degree)
         rows = KrylovRows(S, batch.numel(), order, X0.dtype, share_square, symmetric)
+    host_fit = rows is not None and X0.device.type == "cpu"
     alphas: list[torch.Tensor] = []
     norms: list[torch.Tensor] = []
     track = opts.check_finite or opts.return_info or opts.tol is not None
@@ -270,10 +271,15 @@ def _iterate(
             if rows is None:
                 alpha = fit_alpha((R + R.mT) * 0.5, None, opts.degree, bounds=solver[0],
                                   solver=solver[1], grid_points=solver[2])  # fmt: skip
+            elif host_fit:
+                fitted = rows.alpha_host(R, R2, opts.degree, *solver)
+                alpha = torch.from_numpy(fitted).reshape(batch)
+                scalar = float(fitted[0]) if len(fitted) == 1 else None
             else:
                 alpha = rows.alpha(R, R2, opts.degree, *solver).reshape(batch)
-            on_host = alpha.device.type == "cpu" and alpha.numel() == 1
-            scalar = float(alpha) if on_host else None
+            if not host_fit:
+                on_host = alpha.device.type == "cpu" and alpha.numel() == 1
+                scalar = float(alpha) if on_host else None
         alphas.append(alpha)
         again = k + 1 < opts.steps or opts.return_info or opts.tol is not None
         state = step(state, R, R2, alpha, scalar, bool(again))
@@ -398,9 +404,10 @@ def _polar_step(
     X = state[0]
     if R2 is None:
         X = _step_matrix(R, alpha.reshape(-1), degree, True) @ X
+    elif scalar is not None and scalar > 0:  # α(R² + R/(2α)): one pass over R², α in the product
+        X = torch.baddbmm(X, R2.add_(R, alpha=0.5 / scalar), X, alpha=scalar)
     else:
-        coef = scalar if scalar is not None else alpha.to(X.dtype).reshape(-1, 1, 1)
-        X = torch.baddbmm(X, R2.mul_(coef).add_(R, alpha=0.5), X)
+        X = torch.baddbmm(X, R2.mul_(alpha.to(X.dtype).reshape(-1, 1, 1)).add_(R, alpha=0.5), X)
     return (X, _polar_residual(X, plain) if again else None)
 
 
