@@ -125,7 +125,10 @@ class DomainPlasticity(nn.Module):
                 f"sequence length {length} exceeds dpl_max_len={self.max_len}; raise dpl_max_len or "
                 "set length_extrapolation='interpolate'"
             )
-        return fit_filter(torch.view_as_complex(self.filter), self.n_grid, length, self.pad)
+        stored = self.filter
+        if stored.dtype not in (torch.float32, torch.float64):  # half filters: FFT in float32
+            stored = stored.float()
+        return fit_filter(torch.view_as_complex(stored), self.n_grid, length, self.pad)
 
     def time_branch(self, x: torch.Tensor) -> torch.Tensor:
         short = self.time_conv(x.transpose(1, 2)).transpose(1, 2)
