@@ -36,7 +36,7 @@ def test_background_gc_content():
 
 
 def test_pwm_sampling_matches_the_column_frequencies():
-    pwm = random_pwm(3, 1.0, seed=3)
+    pwm = random_pwm(3, 0.6, seed=3)
     draws = _sample(np.random.default_rng(0), pwm, 20000)
     freq = np.stack([np.bincount(draws[:, j], minlength=4) / 20000 for j in range(3)])
     np.testing.assert_allclose(freq, pwm, atol=0.015)
@@ -99,8 +99,8 @@ def test_jaspar_reads_ctcf():
     pwm = jaspar_pwm("MA0139.1")
     assert pwm.shape == (19, 4)
     np.testing.assert_allclose(pwm.sum(axis=1), 1.0)
-    # CTCF's core CCGCGNGGNGGCAG: columns 10-14 are G G C A G
-    assert "".join("ACGT"[i] for i in pwm.argmax(axis=1)[9:14]) == "GGCAG"
+    # CTCF's core motif CCAC-CAGGGGGCGC (JASPAR's orientation of MA0139.1)
+    assert "CCACCAGGGGGCGC" in "".join("ACGT"[i] for i in pwm.argmax(axis=1))
     with pytest.raises(ValueError, match="not in JASPAR2024"):
         jaspar_pwm("MA9999.9")
 

@@ -28,7 +28,7 @@ def test_lpl_with_zero_generator_is_a_static_depthwise_conv():
     expected = F.conv1d(x.transpose(1, 2), weight, padding=k // 2, groups=d).transpose(1, 2)
     torch.testing.assert_close(_lpl_conv(lpl, x), expected)
     # the layer is that conv followed by its projection
-    torch.testing.assert_close(lpl(x), lpl.out_proj(expected))
+    torch.testing.assert_close(lpl(x), lpl.project(expected))
 
 
 @pytest.mark.parametrize("k", [3, 4, 7])

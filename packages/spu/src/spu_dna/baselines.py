@@ -116,8 +116,9 @@ class _HyenaOperator(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
 
     def long_filter(self, length: int, device: torch.device) -> torch.Tensor:
-        t = torch.linspace(0, 1, length, device=device).unsqueeze(1)
-        h = self.filter_mlp(_sinusoids(length, self.filter_dim, device))
+        dtype = self.decay.dtype
+        t = torch.linspace(0, 1, length, device=device, dtype=dtype).unsqueeze(1)
+        h = self.filter_mlp(_sinusoids(length, self.filter_dim, device).to(dtype))
         return (h * torch.exp(-self.decay.abs() * t * 10)).transpose(0, 1)  # (d, L)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -50,7 +50,6 @@ class SPUConfig(PretrainedConfig):
         rc_equivariant: bool = False,
         pooling: str = "mean",
         backend: str = "auto",
-        initializer_range: float = 0.02,
         pad_token_id: int = 0,
         mask_token_id: int = 3,
         **kwargs: Any,
@@ -72,7 +71,7 @@ class SPUConfig(PretrainedConfig):
         self.use_lpl, self.use_dpl_time = use_lpl, use_dpl_time
         self.use_dpl_freq, self.use_spl = use_dpl_freq, use_spl
         self.dropout, self.rc_equivariant, self.pooling = dropout, rc_equivariant, pooling
-        self.backend, self.initializer_range = backend, initializer_range
+        self.backend = backend
         self.mask_token_id = mask_token_id
         super().__init__(pad_token_id=pad_token_id, **kwargs)
 

@@ -25,6 +25,7 @@ PADS = ("linear", "circular")
 FUSIONS = ("gate", "concat")
 SPL_MODES = ("residual", "gate")
 EXTRAPOLATIONS = ("error", "interpolate")
+FILTER_INIT_STD = 0.5
 
 
 def _zero_padding(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -38,7 +39,7 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
 
 
 class LocusPlasticity(nn.Module):
-    """LPL: a token-specific depthwise convolution (dynamic convolution) and a linear projection.
+    """LPL: a token-specific depthwise convolution (dynamic convolution) and a GLU projection.
 
     Position ``t`` convolves its neighbourhood with its own kernels ``softmax_j(W_k x_t + b_k)``
     (``groups`` kernels of width ``kernel``); cost ``O(L k d)``, receptive field ``kernel``.
@@ -60,7 +61,9 @@ class LocusPlasticity(nn.Module):
             )
         self.kernel, self.groups, self.softmax, self.backend = kernel, groups, softmax, backend
         self.generator = nn.Linear(d_model, groups * kernel)
-        self.out_proj = nn.Linear(d_model, d_model)
+        # GLU (spec: "GLU/linear"): the convolution is linear in x, and mean pooling of a linear map
+        # sees only base composition; the gate gives each position a nonlinear motif detector.
+        self.out_proj = nn.Linear(d_model, 2 * d_model)
 
     def kernels(self, x: torch.Tensor) -> torch.Tensor:
         """The per-position kernels, ``(B, L, groups, kernel)``."""
@@ -69,7 +72,11 @@ class LocusPlasticity(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = _zero_padding(x, mask)
-        return self.out_proj(token_conv(x, self.kernels(x), backend=self.backend))
+        return self.project(token_conv(x, self.kernels(x), backend=self.backend))
+
+    def project(self, y: torch.Tensor) -> torch.Tensor:
+        """The GLU output projection applied after the convolution."""
+        return nn.functional.glu(self.out_proj(y), dim=-1)
 
 
 class DomainPlasticity(nn.Module):
@@ -110,8 +117,9 @@ class DomainPlasticity(nn.Module):
             self.time_gate = nn.Linear(d_model, d_model)
         if use_freq:
             self.n_grid = fft_size(max_len, pad)
-            # GFNet's initialisation: a small random complex filter, stored as (real, imag) pairs.
-            self.filter = nn.Parameter(0.02 * torch.randn(d_model, self.n_grid // 2 + 1, 2))
+            # A random complex filter of unit-order gain (a random global mixing at initialisation),
+            # stored as (real, imag) pairs.
+            self.filter = nn.Parameter(FILTER_INIT_STD * torch.randn(d_model, self.n_grid // 2 + 1, 2))
         both = use_time and use_freq
         if both and fusion == "gate":
             self.fusion_gate = nn.Linear(d_model, d_model)

@@ -25,7 +25,7 @@ from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, Seque
 
 from spu_dna.configuration import SPUConfig
 from spu_dna.functional import masked_mean
-from spu_dna.layers import DomainPlasticity, SPUBlock
+from spu_dna.layers import FILTER_INIT_STD, DomainPlasticity, SPUBlock
 from spu_dna.tokenizer import VOCAB, DNATokenizer, complement_permutation
 
 __all__ = [
@@ -111,9 +111,20 @@ class SPUPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, DomainPlasticity) and module.use_freq:
-            init.normal_(module.filter, std=0.02)
+        # LeCun-normal weights (std 1/sqrt(fan_in)), not GPT's fixed 0.02: at d = 64 a 0.02 init
+        # leaves every gate near its midpoint and the blocks close to linear.
+        if isinstance(module, nn.Linear | nn.Conv1d):
+            fan_in = module.weight[0].numel()
+            init.normal_(module.weight, std=fan_in**-0.5)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, std=1.0)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, DomainPlasticity) and module.use_freq:
+            init.normal_(module.filter, std=FILTER_INIT_STD)
 
 
 class SPUModel(SPUPreTrainedModel):

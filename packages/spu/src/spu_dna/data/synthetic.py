@@ -73,10 +73,20 @@ def _background(rng: np.random.Generator, n: int, length: int, gc: float) -> np.
     return rng.choice(4, size=(n, length), p=p).astype(np.uint8)
 
 
-def random_pwm(width: int = 12, concentration: float = 0.3, seed: int = 7) -> np.ndarray:
-    """A ``(width, 4)`` probability matrix drawn column by column from a Dirichlet: small
-    ``concentration`` gives sharp, high-information columns (a stand-in when JASPAR is absent)."""
-    return np.random.default_rng(seed).dirichlet([concentration] * 4, size=width)
+def random_pwm(width: int = 12, strength: float = 0.85, seed: int = 7) -> np.ndarray:
+    """A ``(width, 4)`` probability matrix around a random consensus that uses the four bases equally
+    often, ``strength`` on the consensus base and the rest spread evenly (a stand-in for JASPAR).
+
+    A balanced consensus matters for the motif task: a column shuffle of an A/T-rich motif looks like
+    the motif itself, which would make its negatives nearly indistinguishable from its positives.
+    """
+    if not 0.25 < strength <= 1:
+        raise ValueError(f"strength must lie in (0.25, 1], got {strength}")
+    rng = np.random.default_rng(seed)
+    consensus = rng.permutation(np.resize(np.arange(4), width))
+    pwm = np.full((width, 4), (1 - strength) / 3)
+    pwm[np.arange(width), consensus] = strength
+    return pwm
 
 
 def _sample(rng: np.random.Generator, pwm: np.ndarray, n: int) -> np.ndarray:
@@ -147,7 +157,7 @@ def long_range_task(
     bad = sorted(set(negatives) - set(LONG_RANGE_NEGATIVES))
     if bad or not negatives:
         raise ValueError(f"negatives must be drawn from {LONG_RANGE_NEGATIVES}, got {list(negatives)}")
-    motif_a, motif_b = random_pwm(8, 0.2, seed=11), random_pwm(8, 0.2, seed=13)
+    motif_a, motif_b = random_pwm(8, 0.9, seed=11), random_pwm(8, 0.9, seed=13)
     width = len(motif_a)
     min_gap = length // 2 if min_gap is None else min_gap
     _check(n, length, min_gap + 2 * width)
