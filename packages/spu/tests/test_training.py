@@ -72,7 +72,7 @@ def test_fit_learns_a_planted_motif_and_mlm_lowers_the_loss():
     mlm = SPUForMaskedLM(config)
     corpus = torch.tensor([[5, 6, 7, 8] * 8] * 64)
     losses = []
-    pretrain_mlm(mlm, corpus, Protocol(lr=5e-3, epochs=4, batch_size=16))
+    pretrain_mlm(mlm, corpus, Protocol(lr=1e-2, epochs=15, batch_size=16))
     with torch.no_grad():
         inputs, labels = mask_for_mlm(corpus, torch.Generator().manual_seed(1))
         losses.append(mlm(input_ids=inputs, labels=labels).loss.item())
