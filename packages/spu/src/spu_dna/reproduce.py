@@ -25,9 +25,9 @@ QUASI_LINEAR = 2.4  # spec section 6: time(2L)/time(L) for L >= 4 k
 def _settings(args: ReproduceArgs) -> dict[str, Any]:
     return {
         "length": args.pick(128, 256, 1024),
-        "n_train": args.pick(64, 768, 4000),
-        "n_test": args.pick(64, 512, 1000),
-        "epochs": args.pick(1, 4, 10),
+        "n_train": args.pick(64, 512, 4000),
+        "n_test": args.pick(64, 384, 1000),
+        "epochs": args.pick(1, 3, 10),
         "batch": args.pick(32, 16, 32),
         "lr": 2e-3,
         "seeds": args.pick(1, 1, 3),
