@@ -65,12 +65,13 @@ def _train(
         optimizer, _schedule(protocol, protocol.epochs * steps_per_epoch)
     )
     seconds = []
+    device = next(model.parameters()).device
     model.train()
     for epoch in range(protocol.epochs):
         start = time.perf_counter()
         loss = torch.tensor(float("nan"))
         for batch in batches(generator):
-            loss = model(**batch).loss
+            loss = model(**{k: v.to(device) for k, v in batch.items()}).loss
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"non-finite training loss {loss.item()} at epoch {epoch}")
             optimizer.zero_grad(set_to_none=True)
@@ -164,8 +165,10 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
 def evaluate(model: nn.Module, task: Task, batch_size: int = 256) -> dict[str, Any]:
     """Accuracy and AUROC of a two-class classifier on ``task``."""
     model.eval()
-    ids = task.input_ids()
-    logits = torch.cat([model(input_ids=chunk).logits for chunk in ids.split(batch_size)])
+    ids, device = task.input_ids(), next(model.parameters()).device
+    logits = torch.cat(
+        [model(input_ids=chunk.to(device)).logits.cpu() for chunk in ids.split(batch_size)]
+    )
     scores = (logits[:, 1] - logits[:, 0]).numpy()
     predictions = logits.argmax(dim=1).numpy()
     return {
