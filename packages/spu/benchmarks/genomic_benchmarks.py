@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from spu_dna import DNATokenizer, SPUConfig, SPUForSequenceClassification
 from spu_dna.training import Protocol, fit
 
@@ -69,7 +68,11 @@ def run_dataset(root: Path, name: str, args: argparse.Namespace) -> dict[str, fl
     test_ids = to_batch(tok, test_seqs, width)["input_ids"].to(args.device)
     with torch.no_grad():
         preds = torch.cat([model(input_ids=c).logits.argmax(-1).cpu() for c in test_ids.split(256)])
-    return {"accuracy": float((preds.numpy() == test_y).mean()), "n_test": len(test_y), "width": width}
+    return {
+        "accuracy": float((preds.numpy() == test_y).mean()),
+        "n_test": len(test_y),
+        "width": width,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
               "downloads; set --data-dir or GENOMIC_BENCHMARKS_DIR)", file=sys.stderr)  # fmt: skip
         return 0
     results = {name: run_dataset(args.data_dir, name, args) for name in present}
-    print(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=2))
+    print(
+        json.dumps(
+            {"settings": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=2
+        )
+    )
     return 0
 
 

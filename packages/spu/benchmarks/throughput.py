@@ -19,17 +19,19 @@ import sys
 from typing import Any
 
 import torch
-from shared_core.bench import time_once
-
 from spu_dna import SPUConfig, SPUForSequenceClassification
 from spu_dna.baselines import HyenaClassifier, MambaClassifier, TransformerClassifier
+
+from shared_core.bench import time_once
 
 QUASI_LINEAR, TOLERANCE = 2.4, 0.3
 
 
 def build(name: str, length: int, d: int, layers: int, backend: str) -> torch.nn.Module:
     if name == "SPU":
-        config = SPUConfig(d_model=d, n_layers=layers, dpl_max_len=length, dropout=0.0, backend=backend)
+        config = SPUConfig(
+            d_model=d, n_layers=layers, dpl_max_len=length, dropout=0.0, backend=backend
+        )
         return SPUForSequenceClassification(config)
     if name == "Transformer":
         return TransformerClassifier(d_model=d, n_layers=layers)

@@ -3,9 +3,8 @@
 import warnings
 
 import pytest
-import torch
-
 import spu_dna.functional as functional
+import torch
 from spu_dna import DNATokenizer, SPUConfig, SPUForSequenceClassification, SPUModel
 
 TOK = DNATokenizer()
@@ -45,7 +44,9 @@ def test_length_above_dpl_max_len():
     ids = TOK(["A" * 40], return_tensors="pt")["input_ids"]
     with pytest.raises(ValueError, match="40 exceeds dpl_max_len=32"):
         model(input_ids=ids)
-    assert _model(length_extrapolation="interpolate")(input_ids=ids).last_hidden_state.shape[1] == 40
+    assert (
+        _model(length_extrapolation="interpolate")(input_ids=ids).last_hidden_state.shape[1] == 40
+    )
 
 
 def test_padding_without_attention_mask():

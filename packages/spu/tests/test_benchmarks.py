@@ -26,7 +26,7 @@ def test_throughput_reports_ratios_and_caps(tmp_path, capsys):
     spu = next(r for r in rows if r["L"] == 64 and r["model"] == "SPU")
     assert abs(spu["time_over_fastest_peer"] - spu["seconds"] / fastest) < 1e-12
     # a time cap of zero records every model as over it instead of dropping it
-    assert bench.main(args[:-2] + ["--time-cap", "0", "--out", str(out)]) == 0
+    assert bench.main([*args[:-2], "--time-cap", "0", "--out", str(out)]) == 0
     assert all("over time cap" in r["status"] for r in json.loads(out.read_text())["rows"])
 
 

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from spu_dna.data import (
     bag_of_motifs_ceiling,
     janggu_task,
@@ -21,7 +20,7 @@ def test_motif_task_plants_the_pwm_in_positives_only():
     pwm = np.eye(4)[[0, 1, 2, 3, 3, 2, 1, 0, 0, 0]]  # a deterministic motif: ACGTTGCAAA
     task = motif_task(n=200, length=64, pwm=pwm, seed=1)
     assert task.labels.mean() == 0.5
-    for codes, label, site in zip(task.codes, task.labels, task.sites):
+    for codes, label, site in zip(task.codes, task.labels, task.sites, strict=False):
         planted = "".join("ACGT"[c] for c in codes[site : site + 10])
         if label:
             assert planted == "ACGTTGCAAA"
@@ -57,7 +56,7 @@ def test_long_range_labels_follow_order_and_distance(monkeypatch):
     a, b = np.eye(4)[[0] * 8], np.eye(4)[[1] * 8]
     monkeypatch.setattr(synthetic, "random_pwm", lambda w, c, seed: a if seed == 11 else b)
     task = long_range_task(n=120, length=256, gc=0.5, seed=2)
-    for codes, label in zip(task.codes, task.labels):
+    for codes, label in zip(task.codes, task.labels, strict=False):
         ha, hb = _find(codes, np.zeros(8, np.uint8)), _find(codes, np.ones(8, np.uint8))
         if label:
             assert any(q - p >= 128 for p in ha for q in hb)
@@ -73,17 +72,20 @@ def test_periodic_task_matches_dinucleotide_counts_and_differs_in_spacing():
     def aa_tt(codes):
         return ((codes[:-1] == codes[1:]) & np.isin(codes[:-1], [0, 3])).sum()
 
-    pos = [aa_tt(c) for c, y in zip(task.codes, task.labels) if y]
-    neg = [aa_tt(c) for c, y in zip(task.codes, task.labels) if not y]
+    pos = [aa_tt(c) for c, y in zip(task.codes, task.labels, strict=False) if y]
+    neg = [aa_tt(c) for c, y in zip(task.codes, task.labels, strict=False) if not y]
     assert abs(np.mean(pos) - np.mean(neg)) < 3  # composition-matched up to noise
+
     # the periodic class has a spectral peak at period 10 in its AA/TT indicator
     def power_at_10(codes):
         ind = ((codes[:-1] == codes[1:]) & np.isin(codes[:-1], [0, 3])).astype(float)
         spectrum = np.abs(np.fft.rfft(ind - ind.mean())) ** 2
         return spectrum[round(len(ind) / 10)]
 
-    assert np.mean([power_at_10(c) for c, y in zip(task.codes, task.labels) if y]) > 2 * np.mean(
-        [power_at_10(c) for c, y in zip(task.codes, task.labels) if not y]
+    assert np.mean(
+        [power_at_10(c) for c, y in zip(task.codes, task.labels, strict=False) if y]
+    ) > 2 * np.mean(
+        [power_at_10(c) for c, y in zip(task.codes, task.labels, strict=False) if not y]
     )
 
 

@@ -7,7 +7,6 @@ import sys
 import pytest
 import torch
 import torch.distributed as dist
-
 from spu_dna import SPUConfig, SPUForSequenceClassification
 
 WORLD, STEPS, BATCH, LENGTH = 2, 3, 8, 24
@@ -27,7 +26,10 @@ def _model():
 def _batches():
     g = torch.Generator().manual_seed(1)
     return [
-        (torch.randint(5, 9, (BATCH, LENGTH), generator=g), torch.randint(0, 2, (BATCH,), generator=g))
+        (
+            torch.randint(5, 9, (BATCH, LENGTH), generator=g),
+            torch.randint(0, 2, (BATCH,), generator=g),
+        )
         for _ in range(STEPS)
     ]
 
@@ -58,7 +60,9 @@ def _rank(rank, store, out):
 def test_ddp_two_ranks_match_one_process_on_the_same_global_batch(tmp_path):
     out = tmp_path / "ddp.pt"
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_rank, args=(r, str(tmp_path / "store"), str(out))) for r in range(WORLD)]
+    procs = [
+        ctx.Process(target=_rank, args=(r, str(tmp_path / "store"), str(out))) for r in range(WORLD)
+    ]
     for proc in procs:
         proc.start()
     try:

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
 from spu_dna.functional import fft_conv, fft_size, fit_filter, token_conv_reference
 from spu_dna.layers import DomainPlasticity, LocusPlasticity, SaliencyPlasticity, SPUBlock
 

@@ -1,6 +1,6 @@
-from shared_core.report import Report
-
 from spu_dna.reproduce import main
+
+from shared_core.report import Report
 
 
 def test_reproduce_smoke_writes_a_report(tmp_path):

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-
 from spu_dna import SPUConfig, SPUForMaskedLM, SPUForSequenceClassification
 from spu_dna.baselines import BASELINES, HyenaClassifier
 from spu_dna.data import motif_task

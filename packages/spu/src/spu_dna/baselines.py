@@ -56,7 +56,9 @@ class CNNClassifier(_Classifier):
     ) -> None:
         super().__init__(d_model, num_labels)
         self.embed = nn.Embedding(vocab_size, d_model)
-        self.convs = nn.ModuleList(nn.Conv1d(d_model, d_model, kernel, padding="same") for _ in range(3))
+        self.convs = nn.ModuleList(
+            nn.Conv1d(d_model, d_model, kernel, padding="same") for _ in range(3)
+        )
 
     def features(self, input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         x = self.embed(input_ids).transpose(1, 2)
@@ -107,7 +109,9 @@ class _HyenaOperator(nn.Module):
     def __init__(self, d_model: int, filter_dim: int = 16, short: int = 3) -> None:
         super().__init__()
         self.in_proj = nn.Linear(d_model, 3 * d_model)
-        self.short = nn.Conv1d(3 * d_model, 3 * d_model, short, padding=short - 1, groups=3 * d_model)
+        self.short = nn.Conv1d(
+            3 * d_model, 3 * d_model, short, padding=short - 1, groups=3 * d_model
+        )
         self.filter_mlp = nn.Sequential(
             nn.Linear(filter_dim, filter_dim), nn.SiLU(), nn.Linear(filter_dim, d_model)
         )
@@ -142,14 +146,16 @@ class HyenaClassifier(_Classifier):
         self.embed = nn.Embedding(vocab_size, d_model)
         self.mixers = nn.ModuleList(_HyenaOperator(d_model) for _ in range(n_layers))
         self.mlps = nn.ModuleList(
-            nn.Sequential(nn.Linear(d_model, 2 * d_model), nn.GELU(), nn.Linear(2 * d_model, d_model))
+            nn.Sequential(
+                nn.Linear(d_model, 2 * d_model), nn.GELU(), nn.Linear(2 * d_model, d_model)
+            )
             for _ in range(n_layers)
         )
         self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(2 * n_layers + 1))
 
     def features(self, input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         x = self.embed(input_ids)
-        for i, (mixer, mlp) in enumerate(zip(self.mixers, self.mlps)):
+        for i, (mixer, mlp) in enumerate(zip(self.mixers, self.mlps, strict=True)):
             x = x + mixer(self.norms[2 * i](x), mask)
             x = x + mlp(self.norms[2 * i + 1](x))
         return masked_mean(self.norms[-1](x), mask)

@@ -24,7 +24,7 @@ class SPUConfig(PretrainedConfig):
 
     model_type = "spu"
     # Saliency maps and hidden states vary in length across batches: Trainer must not gather them.
-    keys_to_ignore_at_inference = ["hidden_states", "saliency"]
+    keys_to_ignore_at_inference = ["hidden_states", "saliency"]  # noqa: RUF012 (transformers API)
 
     def __init__(
         self,
@@ -55,7 +55,9 @@ class SPUConfig(PretrainedConfig):
         **kwargs: Any,
     ) -> None:
         if dpl_filter != "global":
-            raise ValueError(f"dpl_filter must be 'global' (the only filter built), got {dpl_filter!r}")
+            raise ValueError(
+                f"dpl_filter must be 'global' (the only filter built), got {dpl_filter!r}"
+            )
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         if pooling == "saliency" and not use_spl:
@@ -64,7 +66,11 @@ class SPUConfig(PretrainedConfig):
             raise ValueError(f"need d_model >= 1 and n_layers >= 1, got {d_model} and {n_layers}")
         self.vocab_size, self.d_model, self.n_layers = vocab_size, d_model, n_layers
         self.lpl_kernel, self.lpl_groups, self.lpl_softmax = lpl_kernel, lpl_groups, lpl_softmax
-        self.dpl_time_kernel, self.dpl_max_len, self.dpl_filter = dpl_time_kernel, dpl_max_len, dpl_filter
+        self.dpl_time_kernel, self.dpl_max_len, self.dpl_filter = (
+            dpl_time_kernel,
+            dpl_max_len,
+            dpl_filter,
+        )
         self.dpl_pad, self.dpl_fusion = dpl_pad, dpl_fusion
         self.length_extrapolation = length_extrapolation
         self.spl_mode, self.spl_reduction = spl_mode, spl_reduction

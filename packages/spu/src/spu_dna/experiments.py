@@ -53,9 +53,7 @@ def build(name: str, length: int, d_model: int = 64) -> nn.Module:
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
-def run_one(
-    model_name: str, task_name: str, settings: dict[str, Any], seed: int
-) -> dict[str, Any]:
+def run_one(model_name: str, task_name: str, settings: dict[str, Any], seed: int) -> dict[str, Any]:
     """Train ``model_name`` on a fresh draw of ``task_name`` and score it on held-out sequences."""
     length, n_train, n_test = settings["length"], settings["n_train"], settings["n_test"]
     data = TASKS[task_name](n=n_train + n_test, length=length, seed=seed)

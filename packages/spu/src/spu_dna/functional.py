@@ -99,7 +99,9 @@ def fft_conv(x: torch.Tensor, spectrum: torch.Tensor, n: int) -> torch.Tensor:
     return torch.fft.irfft(spec, n=n, dim=1)[:, :length].to(x.dtype)
 
 
-def fit_filter(spectrum: torch.Tensor, n_from: int, length: int, pad: str) -> tuple[torch.Tensor, int]:
+def fit_filter(
+    spectrum: torch.Tensor, n_from: int, length: int, pad: str
+) -> tuple[torch.Tensor, int]:
     """The spectrum to use for a sequence of ``length``, from a filter stored on an ``n_from`` grid.
 
     ``pad="linear"``: the stored filter is the kernel ``h = irfft(spectrum, n_from)`` (lags

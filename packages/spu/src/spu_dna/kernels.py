@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from shared_core.kernels.backends import HAS_TRITON, dispatch
 
+from shared_core.kernels.backends import HAS_TRITON, dispatch
 from spu_dna.functional import check_kernel_shape, token_conv_reference
 
 __all__ = ["token_conv"]

@@ -119,7 +119,9 @@ class DomainPlasticity(nn.Module):
             self.n_grid = fft_size(max_len, pad)
             # A random complex filter of unit-order gain (a random global mixing at initialisation),
             # stored as (real, imag) pairs.
-            self.filter = nn.Parameter(FILTER_INIT_STD * torch.randn(d_model, self.n_grid // 2 + 1, 2))
+            self.filter = nn.Parameter(
+                FILTER_INIT_STD * torch.randn(d_model, self.n_grid // 2 + 1, 2)
+            )
         both = use_time and use_freq
         if both and fusion == "gate":
             self.fusion_gate = nn.Linear(d_model, d_model)
@@ -223,9 +225,15 @@ class SPUBlock(nn.Module):
         )
         self.dpl = (
             DomainPlasticity(
-                d_model, dpl_time_kernel, dpl_max_len, dpl_pad, dpl_fusion,
-                use_dpl_time, use_dpl_freq, length_extrapolation,
-            )  # fmt: skip
+                d_model,
+                dpl_time_kernel,
+                dpl_max_len,
+                dpl_pad,
+                dpl_fusion,
+                use_dpl_time,
+                use_dpl_freq,
+                length_extrapolation,
+            )
             if use_dpl_time or use_dpl_freq
             else None
         )

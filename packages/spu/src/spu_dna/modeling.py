@@ -73,9 +73,11 @@ def check_inputs(
         raise ValueError("pass exactly one of input_ids and one_hot")
     if one_hot is not None:
         if one_hot.dim() != 3 or one_hot.shape[-1] != 4:
-            hint = " (that looks like (batch, 4, length): use one_hot.transpose(1, 2))" if (
-                one_hot.dim() == 3 and one_hot.shape[1] == 4
-            ) else ""
+            hint = (
+                " (that looks like (batch, 4, length): use one_hot.transpose(1, 2))"
+                if (one_hot.dim() == 3 and one_hot.shape[1] == 4)
+                else ""
+            )
             raise ValueError(
                 f"one_hot must have layout (batch, length, 4) in A C G T order, got shape "
                 f"{tuple(one_hot.shape)}{hint}"
@@ -84,7 +86,9 @@ def check_inputs(
     else:
         assert input_ids is not None
         if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
+            raise ValueError(
+                f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}"
+            )
         length = input_ids.shape[1]
         if attention_mask is None and bool((input_ids == config.pad_token_id).any()):
             raise ValueError(
@@ -95,8 +99,12 @@ def check_inputs(
         raise ValueError(
             f"sequence length {length} is shorter than lpl_kernel={config.lpl_kernel} (or empty)"
         )
-    if attention_mask is not None and tuple(attention_mask.shape) != (
-        (input_ids if input_ids is not None else one_hot).shape[:2]  # type: ignore[union-attr]
+    if (
+        attention_mask is not None
+        and tuple(attention_mask.shape)
+        != (
+            (input_ids if input_ids is not None else one_hot).shape[:2]  # type: ignore[union-attr]
+        )
     ):
         raise ValueError(
             f"attention_mask has shape {tuple(attention_mask.shape)}, expected (batch, length)"
@@ -172,7 +180,9 @@ class SPUModel(SPUPreTrainedModel):
         one_hot: torch.Tensor | None,
         mask: torch.Tensor | None,
         output_hidden_states: bool = False,
-    ) -> list[tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], torch.Tensor | None]]:
+    ) -> list[
+        tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], torch.Tensor | None]
+    ]:
         """The forward strand, and with ``rc_equivariant`` its reverse complement (in its own,
         reversed orientation): a list of ``(last hidden, hidden states, saliency, mask)``."""
         check_inputs(self.config, input_ids, one_hot, mask)
@@ -200,13 +210,20 @@ class SPUModel(SPUPreTrainedModel):
             # Averaged with the reverse strand read back in forward orientation: h(rc x) = flip h(x).
             rc_last, _, rc_saliency, _ = passes[1]
             last = (last + rc_last.flip(1)) / 2
-            saliency = tuple((a + b.flip(1)) / 2 for a, b in zip(saliency, rc_saliency))
+            saliency = tuple(
+                (a + b.flip(1)) / 2 for a, b in zip(saliency, rc_saliency, strict=True)
+            )
         return SPUModelOutput(
             last_hidden_state=last, hidden_states=hidden or None, saliency=saliency or None
         )
 
 
-def _pool(config: SPUConfig, hidden: torch.Tensor, saliency: tuple[torch.Tensor, ...], mask: torch.Tensor | None) -> torch.Tensor:
+def _pool(
+    config: SPUConfig,
+    hidden: torch.Tensor,
+    saliency: tuple[torch.Tensor, ...],
+    mask: torch.Tensor | None,
+) -> torch.Tensor:
     if config.pooling == "saliency":
         weights = saliency[-1] if mask is None else saliency[-1] * mask.to(hidden.dtype)
         weights = weights / weights.sum(dim=1, keepdim=True).clamp_min(1e-12)
@@ -217,7 +234,7 @@ def _pool(config: SPUConfig, hidden: torch.Tensor, saliency: tuple[torch.Tensor,
 def _merge_saliency(passes: list) -> Saliency:  # type: ignore[type-arg]
     saliency = passes[0][2]
     if len(passes) == 2:
-        saliency = tuple((a + b.flip(1)) / 2 for a, b in zip(saliency, passes[1][2]))
+        saliency = tuple((a + b.flip(1)) / 2 for a, b in zip(saliency, passes[1][2], strict=True))
     return saliency or None
 
 
@@ -242,7 +259,9 @@ class SPUForSequenceClassification(SPUPreTrainedModel):
         return_dict: bool | None = None,
         **kwargs: object,
     ) -> SPUSequenceClassifierOutput:
-        passes = self.spu.both_strands(input_ids, one_hot, attention_mask, bool(output_hidden_states))
+        passes = self.spu.both_strands(
+            input_ids, one_hot, attention_mask, bool(output_hidden_states)
+        )
         # Each strand is pooled in its own orientation and the logits averaged: a sequence and its
         # reverse complement then sum the same two terms, so their logits agree exactly.
         logits = [
@@ -282,13 +301,17 @@ class SPUForMaskedLM(SPUPreTrainedModel):
         return_dict: bool | None = None,
         **kwargs: object,
     ) -> SPUMaskedLMOutput:
-        passes = self.spu.both_strands(input_ids, one_hot, attention_mask, bool(output_hidden_states))
+        passes = self.spu.both_strands(
+            input_ids, one_hot, attention_mask, bool(output_hidden_states)
+        )
         logits = self.lm_head(passes[0][0])
         if len(passes) == 2:
             # The reverse strand predicts complement bases in reversed order: map both back.
             comp = complement_permutation().to(logits.device)
             if self.config.vocab_size > len(comp):  # rows past the DNA vocabulary map to themselves
-                comp = torch.cat([comp, torch.arange(len(comp), self.config.vocab_size, device=comp.device)])
+                comp = torch.cat(
+                    [comp, torch.arange(len(comp), self.config.vocab_size, device=comp.device)]
+                )
             rc_logits = self.lm_head(passes[1][0]).flip(1)[..., comp]
             logits = (logits + rc_logits) / 2
         loss = None

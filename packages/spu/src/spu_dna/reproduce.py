@@ -15,7 +15,6 @@ from typing import Any
 
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report
-
 from spu_dna.data.synthetic import bag_of_motifs_ceiling
 from spu_dna.experiments import BASELINE_NAMES, MODELS, TASKS, run_one, time_fwd_bwd
 
@@ -140,7 +139,9 @@ def _claims_long_range(report: Report, results: dict[str, Any]) -> None:
         baseline_name="position-free ceiling",
         held=fails and learnable,
         samples=cells["CNN"]["n"],
-        note="" if learnable else "vacuous: no model beats the ceiling, so failing it shows nothing",
+        note=""
+        if learnable
+        else "vacuous: no model beats the ceiling, so failing it shows nothing",
     )
 
 
@@ -202,15 +203,21 @@ def _figures(report: Report, results: dict[str, Any]) -> None:
     saliency, sites = results["SPU"]["motif"]["saliency"], results["SPU"]["motif"]["sites"]
     if saliency:
         fig, axes = plt.subplots(len(saliency), 1, figsize=(8, 1.2 * len(saliency)), sharex=True)
-        for ax, alpha, site in zip(np.atleast_1d(axes), saliency, sites):
+        for ax, alpha, site in zip(np.atleast_1d(axes), saliency, sites, strict=False):
             ax.plot(alpha, lw=0.8)
             ax.axvspan(site, site + 12, color="orange", alpha=0.3)
             ax.set_yticks([])
         np.atleast_1d(axes)[-1].set_xlabel("position (bp); orange: planted motif")
-        report.figure("saliency", fig, "SPU token saliency (last block) on positive motif sequences")
+        report.figure(
+            "saliency", fig, "SPU token saliency (last block) on positive motif sequences"
+        )
 
 
 def run(args: ReproduceArgs) -> Report:
+    import torch
+
+    # one thread: small models on a shared CPU run faster without intra-op threading
+    torch.set_num_threads(1)
     settings = _settings(args)
     report = Report(
         "spu-dna", "Synergistic Plasticity Unit (SPU) for DNA sequence modelling", args.out,

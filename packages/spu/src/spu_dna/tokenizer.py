@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizer
 
-__all__ = ["BASES", "COMPLEMENT", "DNATokenizer", "SPECIAL_TOKENS", "complement_permutation"]
+__all__ = ["BASES", "COMPLEMENT", "SPECIAL_TOKENS", "DNATokenizer", "complement_permutation"]
 
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]")
 BASES = "ACGTN"
@@ -28,10 +28,12 @@ class DNATokenizer(PreTrainedTokenizer):
     """``tok(["ACGT", "acgn"], padding=True, return_tensors="pt")``: ids 0-4 are
     ``[PAD] [CLS] [SEP] [MASK] [UNK]``, 5-9 are ``A C G T N``."""
 
-    vocab_files_names = {"vocab_file": "vocab.json"}
-    model_input_names = ["input_ids", "attention_mask"]
+    vocab_files_names = {"vocab_file": "vocab.json"}  # noqa: RUF012 (transformers API)
+    model_input_names = ["input_ids", "attention_mask"]  # noqa: RUF012
 
-    def __init__(self, vocab_file: str | None = None, unknown: str = "error", **kwargs: Any) -> None:
+    def __init__(
+        self, vocab_file: str | None = None, unknown: str = "error", **kwargs: Any
+    ) -> None:
         if unknown not in UNKNOWN:
             raise ValueError(f"unknown must be one of {UNKNOWN}, got {unknown!r}")
         if vocab_file is not None:
@@ -40,7 +42,9 @@ class DNATokenizer(PreTrainedTokenizer):
                     raise ValueError(f"{vocab_file} is not the DNA vocabulary {VOCAB}")
         self.unknown = unknown
         for key, token in zip(
-            ("pad_token", "cls_token", "sep_token", "mask_token", "unk_token"), SPECIAL_TOKENS
+            ("pad_token", "cls_token", "sep_token", "mask_token", "unk_token"),
+            SPECIAL_TOKENS,
+            strict=True,
         ):
             kwargs.setdefault(key, token)
         kwargs.setdefault("model_max_length", 1 << 20)

@@ -60,7 +60,9 @@ def _train(
 ) -> list[float]:
     """The loop both entry points share; returns seconds per epoch."""
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=protocol.lr, weight_decay=protocol.weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=protocol.lr, weight_decay=protocol.weight_decay
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _schedule(protocol, protocol.epochs * steps_per_epoch)
     )
@@ -125,7 +127,9 @@ def mask_for_mlm(
     labels = torch.where(target, input_ids, torch.full_like(input_ids, -100))
     draw = torch.rand(input_ids.shape, generator=generator)
     random_base = torch.randint(first_base_id, vocab_size - 1, input_ids.shape, generator=generator)
-    inputs = torch.where(target & (draw < 0.8), torch.full_like(input_ids, mask_token_id), input_ids)
+    inputs = torch.where(
+        target & (draw < 0.8), torch.full_like(input_ids, mask_token_id), input_ids
+    )
     inputs = torch.where(target & (draw >= 0.8) & (draw < 0.9), random_base, inputs)
     return inputs, labels
 

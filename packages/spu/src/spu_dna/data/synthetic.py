@@ -156,7 +156,9 @@ def long_range_task(
     farther than ``min_gap // 4``: beyond a small CNN's receptive field)."""
     bad = sorted(set(negatives) - set(LONG_RANGE_NEGATIVES))
     if bad or not negatives:
-        raise ValueError(f"negatives must be drawn from {LONG_RANGE_NEGATIVES}, got {list(negatives)}")
+        raise ValueError(
+            f"negatives must be drawn from {LONG_RANGE_NEGATIVES}, got {list(negatives)}"
+        )
     motif_a, motif_b = random_pwm(8, 0.9, seed=11), random_pwm(8, 0.9, seed=13)
     width = len(motif_a)
     min_gap = length // 2 if min_gap is None else min_gap
@@ -174,7 +176,7 @@ def long_range_task(
         order = [motif_b, motif_a] if kind == "reversed" else [motif_a, motif_b]
         if kind == "single":
             order = [order[int(rng.integers(2))]]
-        for pos, pwm in zip((first, first + gap), order):
+        for pos, pwm in zip((first, first + gap), order, strict=False):
             codes[i, pos : pos + width] = _sample(rng, pwm, 1)[0]
     return Task("long_range", codes, labels)
 
