@@ -79,7 +79,8 @@ class SPUConfig(PretrainedConfig):
         self.dropout, self.rc_equivariant, self.pooling = dropout, rc_equivariant, pooling
         self.backend = backend
         self.mask_token_id = mask_token_id
-        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        self.pad_token_id = pad_token_id
+        super().__init__(**kwargs)
 
     @property
     def hidden_size(self) -> int:

@@ -27,7 +27,7 @@ TASKS: dict[str, Callable[..., Task]] = {
     "long_range": long_range_task,
     "periodic": periodic_task,
 }
-ABLATIONS = {"SPU": {}, "SPU -LPL": {"use_lpl": False}, "SPU -DPL-freq": {"use_dpl_freq": False},
+ABLATIONS: dict[str, dict[str, Any]] = {"SPU": {}, "SPU -LPL": {"use_lpl": False}, "SPU -DPL-freq": {"use_dpl_freq": False},
              "SPU -SPL": {"use_spl": False}}  # fmt: skip
 BASELINE_NAMES = ("CNN", "Transformer", "Hyena", "Mamba")
 MODELS = (*ABLATIONS, *BASELINE_NAMES)

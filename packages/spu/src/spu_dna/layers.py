@@ -135,7 +135,7 @@ class DomainPlasticity(nn.Module):
                 f"sequence length {length} exceeds dpl_max_len={self.max_len}; raise dpl_max_len or "
                 "set length_extrapolation='interpolate'"
             )
-        stored = self.filter
+        stored: torch.Tensor = self.filter
         if stored.dtype not in (torch.float32, torch.float64):  # half filters: FFT in float32
             stored = stored.float()
         return fit_filter(torch.view_as_complex(stored), self.n_grid, length, self.pad)

@@ -114,6 +114,7 @@ def check_inputs(
 
 class SPUPreTrainedModel(PreTrainedModel):
     config_class = SPUConfig
+    config: SPUConfig
     base_model_prefix = "spu"
     main_input_name = "input_ids"
 
@@ -151,6 +152,8 @@ class SPUModel(SPUPreTrainedModel):
         return self.embeddings
 
     def set_input_embeddings(self, value: nn.Module) -> None:
+        if not isinstance(value, nn.Embedding):
+            raise TypeError(f"input embeddings must be an nn.Embedding, got {type(value).__name__}")
         self.embeddings = value
 
     def strand(
@@ -231,7 +234,7 @@ def _pool(
     return masked_mean(hidden, mask)
 
 
-def _merge_saliency(passes: list) -> Saliency:  # type: ignore[type-arg]
+def _merge_saliency(passes: list) -> Saliency:
     saliency = passes[0][2]
     if len(passes) == 2:
         saliency = tuple((a + b.flip(1)) / 2 for a, b in zip(saliency, passes[1][2], strict=True))
@@ -243,6 +246,8 @@ class SPUForSequenceClassification(SPUPreTrainedModel):
 
     def __init__(self, config: SPUConfig) -> None:
         super().__init__(config)
+        if not config.num_labels:
+            raise ValueError(f"num_labels must be >= 1, got {config.num_labels}")
         self.num_labels = config.num_labels
         self.spu = SPUModel(config)
         self.dropout = nn.Dropout(config.dropout)

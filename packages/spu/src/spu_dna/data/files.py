@@ -27,7 +27,8 @@ def _existing(path: str | Path) -> Path:
 def read_fasta(path: str | Path) -> list[tuple[str, str]]:
     """``[(name, sequence), ...]`` from a FASTA file; multi-line records are joined."""
     records: list[tuple[str, str]] = []
-    name, parts = None, []
+    name: str | None = None
+    parts: list[str] = []
     for line in _existing(path).read_text().splitlines():
         line = line.strip()
         if line.startswith(">"):
