@@ -1,0 +1,140 @@
+"""Throughput and peak memory of SPU against its peers, forward + backward, in one run.
+
+    python packages/spu/benchmarks/throughput.py                       # the issue's sizes (a GPU)
+    python packages/spu/benchmarks/throughput.py --lengths 1024 2048 4096 --repeats 3   # CPU
+
+Batch 8, d = 128, 4 layers (issue 22). Per length the models run interleaved (one step of each per
+round, ``repeats`` rounds) and each model's median time is kept; tokens/s and peak memory (CUDA: ``max_memory_allocated``; CPU: not
+measured) are reported with the ratio of each model's time to the fastest peer's. A model that runs out
+of memory or past ``--time-cap`` seconds is recorded as such, not dropped. Checks, with a generous
+tolerance, that SPU's time(2L)/time(L) <= 2.4 for L >= 4 k (spec section 6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any
+
+import torch
+from spu_dna import SPUConfig, SPUForSequenceClassification
+from spu_dna.baselines import HyenaClassifier, MambaClassifier, TransformerClassifier
+
+from shared_core.bench import time_once
+
+QUASI_LINEAR, TOLERANCE = 2.4, 0.3
+
+
+def build(name: str, length: int, d: int, layers: int, backend: str) -> torch.nn.Module:
+    if name == "SPU":
+        config = SPUConfig(
+            d_model=d, n_layers=layers, dpl_max_len=length, dropout=0.0, backend=backend
+        )
+        return SPUForSequenceClassification(config)
+    if name == "Transformer":
+        return TransformerClassifier(d_model=d, n_layers=layers)
+    if name == "Hyena":
+        return HyenaClassifier(d_model=d, n_layers=layers)
+    return MambaClassifier(d_model=d, n_layers=layers)
+
+
+def step_fn(model: torch.nn.Module, batch: int, length: int, device: str) -> Any:
+    ids = torch.randint(5, 9, (batch, length), device=device)
+    labels = torch.randint(0, 2, (batch,), device=device)
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        model(input_ids=ids, labels=labels).loss.backward()
+
+    return step
+
+
+def _timed(args: argparse.Namespace, step: Any, row: dict[str, Any]) -> float | None:
+    """One timed step; ``None`` (and ``row["status"]`` set) when it runs out of memory."""
+    try:
+        if args.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        seconds = time_once(step)
+        if args.device == "cuda":
+            peak = torch.cuda.max_memory_allocated() / 2**30
+            row["peak_GiB"] = max(row.get("peak_GiB", 0.0), peak)
+        return seconds
+    except torch.OutOfMemoryError:
+        row["status"] = "out of memory"
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+        return None
+
+
+def measure_length(args: argparse.Namespace, length: int) -> list[dict[str, Any]]:
+    """Every model at one length, interleaved: warm-up (and time-cap probe), then rounds."""
+    rows, steps, times = [], {}, {}
+    for name in args.models:
+        row: dict[str, Any] = {"model": name, "L": length, "status": "ok"}
+        rows.append(row)
+        try:
+            model = build(name, length, args.d_model, args.layers, args.backend).to(args.device)
+        except torch.OutOfMemoryError:
+            row["status"] = "out of memory"
+            continue
+        step = step_fn(model, args.batch, length, args.device)
+        first = _timed(args, step, row)
+        if first is not None and first > args.time_cap:
+            row["status"] = f"over time cap ({first:.1f} s > {args.time_cap} s)"
+        if row["status"] == "ok":
+            steps[name], times[name] = step, []
+    for _ in range(args.repeats):
+        for row in rows:
+            name = row["model"]
+            if row["status"] == "ok":
+                seconds = _timed(args, steps[name], row)
+                if seconds is not None:
+                    times[name].append(seconds)
+    for row in rows:
+        if row["status"] == "ok":
+            row["seconds"] = statistics.median(times[row["model"]])
+            row["tokens_per_s"] = args.batch * length / row["seconds"]
+    peers = [r["seconds"] for r in rows if r["status"] == "ok" and r["model"] != "SPU"]
+    for row in rows:
+        if row["status"] == "ok":
+            row["time_over_fastest_peer"] = row["seconds"] / min(peers) if peers else float("nan")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 32768])
+    parser.add_argument("--models", nargs="+", default=["SPU", "Transformer", "Mamba", "Hyena"])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--time-cap", type=float, default=120.0)
+    parser.add_argument("--backend", default="auto", help="SPU's token-conv backend")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", help="write the rows as JSON here")
+    args = parser.parse_args(argv)
+    rows = []
+    for length in args.lengths:
+        rows += measure_length(args, length)
+        print(json.dumps(rows[-len(args.models) :]), file=sys.stderr)
+    spu = {r["L"]: r["seconds"] for r in rows if r["model"] == "SPU" and r["status"] == "ok"}
+    checks = []
+    for length in sorted(spu):
+        if length >= 4096 and 2 * length in spu:
+            ratio = spu[2 * length] / spu[length]
+            checks.append({"L": length, "ratio": ratio, "ok": ratio <= QUASI_LINEAR + TOLERANCE})
+    result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+              "settings": vars(args), "rows": rows, "scaling": checks}  # fmt: skip
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0 if all(c["ok"] for c in checks) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

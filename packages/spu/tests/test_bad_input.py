@@ -1,0 +1,96 @@
+"""Spec section 8: bad input gets a clear error at the boundary (and the tokenizer's rules)."""
+
+import warnings
+
+import pytest
+import spu_dna.functional as functional
+import torch
+from spu_dna import DNATokenizer, SPUConfig, SPUForSequenceClassification, SPUModel
+
+TOK = DNATokenizer()
+
+
+def _model(**kw):
+    cfg = dict(d_model=16, n_layers=1, lpl_groups=4, lpl_kernel=9, dpl_max_len=32, dropout=0.0)
+    return SPUModel(SPUConfig(**{**cfg, **kw})).eval()
+
+
+def test_characters_outside_acgtn_are_listed():
+    with pytest.raises(ValueError, match=r"\['1', 'R', 'Y'\]"):
+        TOK("ACGRY1")
+    with pytest.raises(ValueError, match=r"\[' '\]"):
+        TOK.encode_batch(["ACG T"])
+
+
+def test_unknown_n_maps_them_and_lowercase_is_uppercased():
+    tok = DNATokenizer(unknown="N")
+    assert tok("acRy")["input_ids"] == [5, 6, 9, 9]
+    assert tok.encode_batch(["acRy"])["input_ids"].tolist() == [[5, 6, 9, 9]]
+    assert TOK("acgtn")["input_ids"] == TOK("ACGTN")["input_ids"] == [5, 6, 7, 8, 9]
+    with pytest.raises(ValueError, match="unknown must be one of"):
+        DNATokenizer(unknown="skip")
+
+
+def test_encode_batch_matches_the_transformers_path():
+    seqs = ["ACGTNacgt", "GGC", "tTaA"]
+    fast = TOK.encode_batch(seqs)
+    slow = TOK(seqs, padding=True, return_tensors="pt")
+    assert torch.equal(fast["input_ids"], slow["input_ids"])
+    assert torch.equal(fast["attention_mask"], slow["attention_mask"])
+
+
+def test_length_above_dpl_max_len():
+    model = _model()
+    ids = TOK(["A" * 40], return_tensors="pt")["input_ids"]
+    with pytest.raises(ValueError, match="40 exceeds dpl_max_len=32"):
+        model(input_ids=ids)
+    assert (
+        _model(length_extrapolation="interpolate")(input_ids=ids).last_hidden_state.shape[1] == 40
+    )
+
+
+def test_padding_without_attention_mask():
+    batch = TOK(["ACGTACGTACGT", "ACGTACGTAC"], padding=True, return_tensors="pt")
+    with pytest.raises(ValueError, match="no attention_mask"):
+        _model()(input_ids=batch["input_ids"])
+    with pytest.raises(ValueError):  # and the tokenizer refuses ragged tensors itself
+        TOK(["ACGTACGTACGT", "ACGTACGTAC"], return_tensors="pt")
+
+
+def test_one_hot_in_the_wrong_layout_names_the_expected_one():
+    with pytest.raises(ValueError, match=r"\(batch, length, 4\).*transpose"):
+        _model()(one_hot=torch.zeros(2, 4, 20))
+
+
+def test_empty_or_shorter_than_the_kernel():
+    model = _model()
+    with pytest.raises(ValueError, match="shorter than lpl_kernel=9"):
+        model(input_ids=torch.full((1, 5), 5))
+    with pytest.raises(ValueError, match="shorter than lpl_kernel=9"):
+        model(input_ids=torch.zeros((1, 0), dtype=torch.long))
+
+
+def test_bad_config_values():
+    with pytest.raises(ValueError, match="pooling"):
+        SPUConfig(pooling="max")
+    with pytest.raises(ValueError, match="spl_mode"):
+        _model(spl_mode="both")
+    with pytest.raises(ValueError, match="pad"):
+        _model(dpl_pad="reflect")
+
+
+def test_half_precision_on_cpu_runs_the_fft_in_float32_and_warns_once(monkeypatch):
+    monkeypatch.setattr(functional, "_warned_half", False)
+    model = SPUForSequenceClassification(
+        SPUConfig(d_model=16, n_layers=2, lpl_groups=4, dpl_max_len=32, dropout=0.0)
+    ).eval()
+    ids = TOK(["ACGTTGCAACGTAGGA"], return_tensors="pt")["input_ids"]
+    reference = model(input_ids=ids).logits
+    model = model.to(torch.bfloat16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        logits = model(input_ids=ids).logits
+    messages = [str(w.message) for w in caught if "float32" in str(w.message)]
+    assert len(messages) == 1  # once, though two blocks run the FFT
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all()
+    torch.testing.assert_close(logits.float(), reference, atol=0.05, rtol=0.05)

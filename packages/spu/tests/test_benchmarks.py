@@ -1,0 +1,47 @@
+"""The benchmark scripts run end to end at toy sizes (they are what a GPU box runs at full size)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"spu_bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_throughput_reports_ratios_and_caps(tmp_path, capsys):
+    bench = _load("throughput")
+    out = tmp_path / "t.json"
+    args = ["--lengths", "32", "64", "--models", "SPU", "Hyena", "Transformer", "--d-model", "16",
+            "--layers", "1", "--batch", "2", "--repeats", "1", "--out", str(out)]  # fmt: skip
+    assert bench.main(args) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["model"] for r in rows} == {"SPU", "Hyena", "Transformer"}
+    fastest = min(r["seconds"] for r in rows if r["L"] == 64 and r["model"] != "SPU")
+    spu = next(r for r in rows if r["L"] == 64 and r["model"] == "SPU")
+    assert abs(spu["time_over_fastest_peer"] - spu["seconds"] / fastest) < 1e-12
+    # a time cap of zero records every model as over it instead of dropping it
+    assert bench.main([*args[:-2], "--time-cap", "0", "--out", str(out)]) == 0
+    assert all("over time cap" in r["status"] for r in json.loads(out.read_text())["rows"])
+
+
+def test_genomic_benchmarks_skips_without_data_and_reads_the_cache_layout(tmp_path, capsys):
+    bench = _load("genomic_benchmarks")
+    assert bench.main(["--data-dir", str(tmp_path / "none")]) == 0
+    assert "skipped" in capsys.readouterr().err
+    for split in ("train", "test"):
+        for label, base in enumerate("AC"):
+            folder = tmp_path / "demo_human_or_worm" / split / f"class{label}"
+            folder.mkdir(parents=True)
+            for i in range(6):
+                (folder / f"{i}.txt").write_text(base * 20 + "GT" * i)
+    args = ["--data-dir", str(tmp_path), "--datasets", "demo_human_or_worm", "--epochs", "1",
+            "--d-model", "16", "--layers", "1"]  # fmt: skip
+    assert bench.main(args) == 0
+    result = json.loads(capsys.readouterr().out)["results"]["demo_human_or_worm"]
+    assert result["n_test"] == 12 and 0 <= result["accuracy"] <= 1
