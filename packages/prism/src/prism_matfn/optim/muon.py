@@ -236,7 +236,11 @@ class PrismMuon(torch.optim.Optimizer):
 
     def _sketch(self, state: dict[str, Any], shape2d: torch.Size, group: dict[str, Any], index: int,
                 device: torch.device) -> torch.Tensor:  # fmt: skip
-        if "sketch" not in state:
+        sketch = state.get("sketch")
+        # Optimizer.load_state_dict casts floating state to the parameter's dtype, so a bf16/fp16
+        # weight resumes with a rounded sketch (and other α): the sketch is a function of its seed
+        # and index, so it is drawn again in float32 instead of reusing the rounded copy.
+        if sketch is None or sketch.dtype != torch.float32:
             n = min(shape2d)
             state["sketch"] = gaussian_sketch(
                 n, min(group["sketch_dim"], n), seed=group["sketch_seed"] + index, device=device
