@@ -191,3 +191,13 @@ def test_resume_of_low_precision_params_is_bit_identical(dtype, tmp_path):
     for a, b in zip(opt.alpha_log[1:], resumed.alpha_log, strict=True):
         assert torch.equal(a, b)
     assert torch.equal(w, w2)
+
+
+@pytest.mark.parametrize("make", [PrismMuon, PrismShampoo])
+def test_non_finite_gradients_propagate_as_documented(make):
+    # The optimizer path makes no host-side finiteness check (README: guard the step yourself).
+    w = nn.Parameter(torch.randn(6, 4))
+    opt = make([w])
+    w.grad = torch.full_like(w, float("nan"))
+    opt.step()
+    assert torch.isnan(w).all()
