@@ -21,6 +21,7 @@ G = torch.randn(8, 5, generator=torch.Generator().manual_seed(0))
         ({"degree": 3, "alpha_bounds": (0.5, 1.2)}, "convergent range"),
         ({"alpha": 3.0, "fit": "fixed"}, "alpha=3.0 is outside"),
         ({"tol": 0.0}, "tol must be > 0"),
+        ({"fixed_alpha_steps": 1.5}, "fixed_alpha_steps must be an int >= 0, got 1.5"),
         ({"sketch": torch.randn(7, 3)}, r"sketch must have shape \(5, p\)"),
     ],
 )
@@ -155,3 +156,24 @@ def test_sign_treats_a_round_off_asymmetric_matrix_as_symmetric():
     assert not _is_symmetric(B)
     S = pm.sign(A_noisy, steps=40)
     torch.testing.assert_close(S @ S, torch.eye(6), atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize("fn", [pm.sqrtm, pm.inv_sqrtm])
+def test_nan_ridge_is_named_not_read_as_a_negative_eigenvalue(fn):
+    with pytest.raises(ValueError, match="ridge must be a number >= 0, got nan"):
+        fn(torch.eye(3), ridge=float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"compute_dtype": torch.int32}, "compute_dtype must be a floating torch.dtype"),
+        ({"ns_steps": 2.5}, "ns_steps must be an int >= 1, got 2.5"),
+        ({"fixed_alpha_steps": 1.5}, "fixed_alpha_steps must be an int >= 0"),
+    ],
+)
+def test_prism_muon_rejects_bad_options_at_construction(kwargs, match):
+    from prism_matfn.optim import PrismMuon
+
+    with pytest.raises(ValueError, match=match):
+        PrismMuon([torch.nn.Parameter(G.clone())], **kwargs)

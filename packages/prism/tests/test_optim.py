@@ -63,16 +63,19 @@ def test_state_dict_round_trip_continues_identically(make, tmp_path):
 
 def test_muon_step_is_the_scaled_polar_factor_of_the_nesterov_momentum():
     torch.manual_seed(0)
+    # An ill-conditioned gradient: 5 PRISM steps leave its small singular values short of 1, so
+    # ‖O‖_F is well below √min(m, n) and a switch of the default update_scale would show.
+    g = torch.randn(8, 3) @ torch.randn(3, 20) + 1e-3 * torch.randn(8, 20)
     w = nn.Parameter(torch.randn(8, 20))
     b = nn.Parameter(torch.randn(8))
     opt = PrismMuon([w, b], lr=0.1, momentum=0.9, weight_decay=0.5, adam_lr=0.01)
-    g = torch.randn(8, 20)
     w.grad, b.grad = g.clone(), torch.ones(8)
     w0, b0 = w.detach().clone(), b.detach().clone()
     opt.step()
     update = g.lerp(0.1 * g, 0.9)  # buffer = (1 − β) g after one step; Nesterov blend
-    O = pm.polar(update, steps=5, sketch=opt.state[w]["sketch"])
-    O = O * (8**0.5 / O.norm())  # Frobenius norm √min(m, n); Keller's factor is 1 for m < n
+    O = pm.polar(update, steps=5, sketch=opt.state[w]["sketch"])  # "muon": the raw iterate
+    assert O.norm() < 0.8 * 8**0.5  # the Frobenius rescale would have moved it
+    # Keller's shape factor is 1 for m < n
     torch.testing.assert_close(w.detach(), w0 * (1 - 0.1 * 0.5) - 0.1 * O)
     # the bias took an AdamW step: first step moves every coordinate by adam_lr (sign of the grad)
     torch.testing.assert_close(b.detach(), b0 * (1 - 0.01 * 0.5) - 0.01, atol=1e-6, rtol=0)
@@ -163,3 +166,38 @@ def test_shampoo_step_is_the_two_sided_preconditioned_gradient(root):
         if grafting == "adam":
             expected = expected * (35**0.5 / direction.norm())
         torch.testing.assert_close(w.detach().double(), expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_resume_of_low_precision_params_is_bit_identical(dtype, tmp_path):
+    # Optimizer.load_state_dict casts floating state to the parameter dtype: a rounded sketch
+    # would change every later α (the sketch is redrawn from its seed instead).
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(64, 32).to(dtype))
+    opt = PrismMuon([w], log_alphas=True, compute_dtype=torch.float32)
+    g = torch.Generator().manual_seed(1)
+    grads = [torch.randn(64, 32, generator=g).to(dtype) for _ in range(3)]
+    w.grad = grads[0]
+    opt.step()
+    torch.save(opt.state_dict(), tmp_path / "opt.pt")
+    w2 = nn.Parameter(w.detach().clone())
+    resumed = PrismMuon([w2], log_alphas=True, compute_dtype=torch.float32)
+    resumed.load_state_dict(torch.load(tmp_path / "opt.pt"))
+    for grad in grads[1:]:
+        w.grad, w2.grad = grad, grad.clone()
+        opt.step()
+        resumed.step()
+    assert opt.alpha_log is not None and resumed.alpha_log is not None
+    for a, b in zip(opt.alpha_log[1:], resumed.alpha_log, strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(w, w2)
+
+
+@pytest.mark.parametrize("make", [PrismMuon, PrismShampoo])
+def test_non_finite_gradients_propagate_as_documented(make):
+    # The optimizer path makes no host-side finiteness check (README: guard the step yourself).
+    w = nn.Parameter(torch.randn(6, 4))
+    opt = make([w])
+    w.grad = torch.full_like(w, float("nan"))
+    opt.step()
+    assert torch.isnan(w).all()

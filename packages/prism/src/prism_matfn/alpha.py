@@ -234,9 +234,10 @@ def minimize_quartic(
     ``"grid"``: the author's uniform grid of ``grid_points`` (endpoints included). ``"exact"``: the same
     grid, then safeguarded Newton steps on ``Q'`` from the best grid point (a quartic has at most two
     minima, so the grid resolves the basins and Newton converges quadratically inside one); the refined
-    point is kept only if it lowers ``Q``. Ties (a flat objective, e.g. a converged iterate) go to
-    ``lo``, the classic coefficient. On an accelerator this is a handful of tiny tensor ops with no
-    host synchronisation; on the CPU the same code runs in NumPy, whose per-op cost on five numbers is
+    point is kept only if it lowers ``Q``. An exactly flat objective (a converged iterate) gives
+    ``lo``, the classic coefficient; between two minima of equal depth the pick is whichever basin
+    has the lower grid point, so it can be either. On an accelerator this is a handful of tiny tensor
+    ops with no host synchronisation; on the CPU the same code runs in NumPy, whose per-op cost on five numbers is
     a fraction of torch's.
     """
     lo, hi = bounds

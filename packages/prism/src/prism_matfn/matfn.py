@@ -19,7 +19,8 @@ Options shared by every function (keyword-only):
 - ``alpha`` (None → the upper bound, the author's warm-start value): α of fixed steps; the first
   ``fixed_alpha_steps`` steps are fixed. ``alpha_bounds`` (default ``[1/2, 1]`` / ``[3/8, 29/20]``);
   bounds beyond the convergent range need ``allow_unsafe=True``.
-- ``alpha_solver``: ``"exact"`` (grid + Newton on ``Q'``, to float64 precision) or ``"grid"``;
+- ``alpha_solver``: ``"exact"`` (grid + Newton on ``Q'``: α within ~2e-6 and ``Q`` within ~1e-12
+  relative of the true minimiser on 20 000 random quartics, not to float64 precision) or ``"grid"``;
   both run on the tensor's device without a host synchronisation.
 - ``compute_dtype`` (None: float64 stays, everything else runs in float32).
 - ``check_finite`` (True): reject NaN/Inf input, warn on all-zero input, raise on divergence. These
@@ -135,8 +136,9 @@ class PrismOptions:
             raise ValueError(
                 f"alpha_solver must be one of {ALPHA_SOLVERS}, got {self.alpha_solver!r}"
             )
-        if self.fixed_alpha_steps < 0:
-            raise ValueError(f"fixed_alpha_steps must be >= 0, got {self.fixed_alpha_steps}")
+        fas = self.fixed_alpha_steps
+        if isinstance(fas, bool) or not isinstance(fas, numbers.Integral) or fas < 0:
+            raise ValueError(f"fixed_alpha_steps must be an int >= 0, got {fas!r}")
         if self.tol is not None and not self.tol > 0:
             raise ValueError(f"tol must be > 0 or None, got {self.tol!r}")
         lo, hi = self.bounds
@@ -579,8 +581,8 @@ def _coupled(
     _polar_only(opts, "sqrtm")
     Y, out_dtype = prepare(A, "sqrtm", opts.compute_dtype, opts.check_finite)
     check_square(Y, "sqrtm")
-    if ridge < 0:
-        raise ValueError(f"ridge must be >= 0, got {ridge}")
+    if not ridge >= 0:  # NaN too: it would read as a negative eigenvalue in the PSD check
+        raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
     if ridge:
         Y = Y + ridge * torch.eye(Y.shape[-1], dtype=Y.dtype, device=Y.device)
     if Y.numel() == 0:

@@ -119,12 +119,15 @@ LR_GRIDS: dict[str, tuple[float, ...]] = {
     "AdamW": (1e-3, 3e-3, 1e-2),
     "Muon": (0.01, 0.02, 0.04),
     "PrismMuon": (0.01, 0.02, 0.04),
+    "PrismMuon-fixed-alpha": (0.01, 0.02, 0.04),
     "PrismMuon-frobenius": (0.02,),
 }
 """One three-point grid per optimizer (the same grid for Muon and PrismMuon), searched on tuning
 seeds; each grid brackets its optimizer's best lr on the digits MLP (AdamW's moved up from
 (3e-4, 1e-3, 3e-3), whose top was its best; the report says whether every chosen lr is interior).
-PrismMuon-frobenius is the 0.1 behaviour (Frobenius rescale at lr 0.02), a control, not tuned."""
+PrismMuon-fixed-alpha is PrismMuon with ``fit="fixed"`` (α = 29/20 on every iteration, no fit): the
+arm that shows what the α fit adds. PrismMuon-frobenius is the 0.1 behaviour (Frobenius rescale at
+lr 0.02), a control, not tuned."""
 
 
 def make_optimizer(
@@ -137,6 +140,7 @@ def make_optimizer(
     table: dict[str, dict[str, Any]] = {
         "Muon": {"ns_coefficients": MUON_COEFFICIENTS},
         "PrismMuon": {},
+        "PrismMuon-fixed-alpha": {"fit": "fixed"},
         "PrismMuon-frobenius": {"update_scale": "frobenius"},
     }
     options = table[name]
@@ -186,14 +190,57 @@ def muon_comparison(
             "alpha_mean": alphas.mean(1).tolist()}  # fmt: skip
 
 
-def shampoo_comparison(steps: int, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Shampoo with eigh vs PRISM (5 steps) inverse square roots on the digits CNN."""
-    data = digits(seed)
-    out = {}
-    for name, matrix_fn in (("Shampoo-eigh", "eigh"), ("Shampoo-PRISM", "prism")):
-        model = cnn(seed)
-        opt = PrismShampoo(
-            model.parameters(), lr=3e-3, matrix_fn=matrix_fn, precondition_frequency=10
-        )
-        out[name] = train(model, opt, data, steps, seed=seed)
+SHAMPOO_ARMS: dict[str, dict[str, Any]] = {
+    "Shampoo-eigh": {"matrix_fn": "eigh"},
+    "Shampoo-PRISM": {"matrix_fn": "prism"},
+    "Shampoo-identity": {"matrix_fn": "prism", "max_preconditioner_dim": 1},
+}
+"""The Shampoo arms. ``Shampoo-identity`` preconditions no side (every side is longer than
+``max_preconditioner_dim=1``), so its step is Adam-grafted momentum: the negative control that a
+"matches eigh" claim must tell apart from eigh."""
+SHAMPOO_LR = 3e-3
+
+
+def shampoo_optimizer(name: str, model: nn.Module) -> PrismShampoo:
+    return PrismShampoo(
+        model.parameters(), lr=SHAMPOO_LR, precondition_frequency=10, **SHAMPOO_ARMS[name]
+    )
+
+
+def shampoo_comparison(steps: int, seeds: tuple[int, ...]) -> dict[str, list[dict[str, Any]]]:
+    """Shampoo with eigh vs PRISM (5 steps) inverse square roots, and the identity control, on the
+    digits CNN; one run per arm and seed (initialisation and batch order; the data split is fixed)."""
+    data = digits(0)
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in SHAMPOO_ARMS}
+    for seed in seeds:
+        for name in SHAMPOO_ARMS:
+            model = cnn(seed)
+            out[name].append(train(model, shampoo_optimizer(name, model), data, steps, seed=seed))
     return out
+
+
+def shampoo_step_timing(repeats: int, seed: int = 0) -> dict[str, Any]:
+    """PRISM-root vs eigh-root Shampoo optimizer time, interleaved (``shared_core.bench.compare``).
+
+    The timed unit is one precondition cycle: 10 optimizer steps (one root recomputation and nine
+    steps reusing the roots) on the digits CNN with a fixed minibatch gradient, from the same state.
+    """
+    from shared_core.bench import compare
+
+    x, y, _, _ = digits(0)
+    idx = torch.randint(len(x), (64,), generator=torch.Generator().manual_seed(seed))
+    cycles = {}
+    for name in ("Shampoo-PRISM", "Shampoo-eigh"):
+        model = cnn(seed)
+        nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt = shampoo_optimizer(name, model)
+
+        def cycle(opt: PrismShampoo = opt) -> None:
+            with torch.no_grad():
+                for _ in range(10):
+                    opt.step()
+
+        cycles[name] = cycle
+    result = compare(cycles["Shampoo-PRISM"], cycles["Shampoo-eigh"], name="Shampoo-PRISM",
+                     baseline_name="Shampoo-eigh", repeats=repeats, warmup=1)  # fmt: skip
+    return result.as_row()

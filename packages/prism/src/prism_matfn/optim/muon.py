@@ -182,8 +182,12 @@ class PrismMuon(torch.optim.Optimizer):
                 raise ValueError(
                     f"use_muon=True needs parameters with ndim >= 2, got shape {tuple(p.shape)}"
                 )
-        if group["ns_steps"] == 0 or isinstance(group["ns_steps"], bool):
-            raise ValueError(f"ns_steps must be an int >= 1, got {group['ns_steps']!r}")
+        steps = group["ns_steps"]
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"ns_steps must be an int >= 1, got {steps!r}")
+        dtype = group["compute_dtype"]
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise ValueError(f"compute_dtype must be a floating torch.dtype or None, got {dtype!r}")
         self._prism_options(group)  # validates degree, ns_steps, sketch_dim, fit, alpha_solver
 
     def _prism_options(
@@ -236,7 +240,11 @@ class PrismMuon(torch.optim.Optimizer):
 
     def _sketch(self, state: dict[str, Any], shape2d: torch.Size, group: dict[str, Any], index: int,
                 device: torch.device) -> torch.Tensor:  # fmt: skip
-        if "sketch" not in state:
+        sketch = state.get("sketch")
+        # Optimizer.load_state_dict casts floating state to the parameter's dtype, so a bf16/fp16
+        # weight resumes with a rounded sketch (and other α): the sketch is a function of its seed
+        # and index, so it is drawn again in float32 instead of reusing the rounded copy.
+        if sketch is None or sketch.dtype != torch.float32:
             n = min(shape2d)
             state["sketch"] = gaussian_sketch(
                 n, min(group["sketch_dim"], n), seed=group["sketch_seed"] + index, device=device

