@@ -106,6 +106,8 @@ def to_compressed_tensors(
             else:
                 state[f"{fqn}.weight_global_scale"] = 1.0 / s_t
                 bits[fqn] = int(tensor.item())
+        elif leaf == "weight_layout":
+            continue  # compressed-tensors' config says the layout
         else:
             state[name] = tensor.detach().cpu().contiguous().clone()
     ignore = [
@@ -178,5 +180,6 @@ def load_compressed_tensors(model: nn.Module, path: str | Path) -> nn.Module:
         tensors[f"{fqn}.weight"] = codes
         tensors[f"{fqn}.weight_scales"] = scales
         tensors[f"{fqn}.weight_tensor_scale_bits"] = layer.weight_tensor_scale_bits
+        tensors[f"{fqn}.weight_layout"] = layer.weight_layout
     model.load_state_dict(tensors, strict=True)
     return model
