@@ -358,3 +358,11 @@ def test_compressed_tensors_own_nvfp4_decompressor_reads_our_export(tmp_path, sc
         )
         ulp = (fp32.view(torch.int32) - ours.view(torch.int32)).abs().max()
         assert int(ulp) <= 2
+
+
+def test_module_type_cast_is_reported_clearly():
+    # Module.type casts integer tensors too: before, decoding raised torch's "cannot view Half as Float"
+    model = mixfp4.quantize_(_mlp(), mixfp4.MixFP4WeightOnlyConfig())
+    model.type(torch.float16)
+    with pytest.raises(TypeError, match=r"Module\.type\(dtype\).*tensor scale is lost"):
+        model[0].dequantize_weight()

@@ -215,6 +215,21 @@ class MixFP4Linear(nn.Linear):
 
     @property
     def packed(self) -> MX4Packed:
+        kinds = {
+            "weight": (self.weight, torch.uint8),
+            "weight_scales": (self.weight_scales, torch.uint8),
+            "weight_tensor_scale_bits": (self.weight_tensor_scale_bits, torch.int32),
+        }
+        cast = {k: t.dtype for k, (t, want) in kinds.items() if t.dtype != want}
+        if cast:
+            # Module.type(dtype) casts integer tensors too (.to/.half/.float do not): the int32 bits
+            # of the tensor scale become a number, and the scale is lost.
+            raise TypeError(
+                f"this MixFP4Linear's packed tensors were cast ({cast}; expected uint8 codes and "
+                "scale bytes, int32 tensor-scale bits), as Module.type(dtype) does: the tensor "
+                "scale is lost; use .to(dtype)/.half() on quantized models, and reload the "
+                "state_dict or re-quantize this one"
+            )
         return MX4Packed(
             codes=self.weight.detach(),
             scales=self.weight_scales,

@@ -534,8 +534,9 @@ def _quantize_tiles(
         )
     rows, r, k = block_size, xp.shape[-2], xp.shape[-1]
     nb = k // rows
-    x3, a3 = xp.reshape(-1, r, k), amax.reshape(-1, r, nb)
-    n3 = None if noise is None else noise.reshape(-1, r, k)
+    lead = math.prod(xp.shape[:-2])  # not -1: it is ambiguous when there are no rows (r = 0)
+    x3, a3 = xp.reshape(lead, r, k), amax.reshape(lead, r, nb)
+    n3 = None if noise is None else noise.reshape(lead, r, k)
     codes = torch.empty(x3.shape[0], r, k // 2, dtype=torch.uint8, device=xp.device)
     byte = torch.empty(x3.shape[0], r, nb, dtype=torch.uint8, device=xp.device)
     saturated = []
