@@ -190,7 +190,7 @@ class MixFP4Linear(nn.Linear):
         ``tensor_scale_convention`` (recorded in the ``weight_layout`` buffer of a state_dict)."""
         return {f: getattr(self, f) for f in _LAYOUT_FIELDS}
 
-    def _load_from_state_dict(  # type: ignore[no-untyped-def]
+    def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
     ) -> None:
         # Checked before any tensor is copied, so a refused load leaves the layer as it was.
