@@ -276,27 +276,37 @@ def triton(session: nox.Session) -> None:
     _pytest(session, "triton", *tests, "-m", "triton", "-q", env={"TRITON_INTERPRET": "1"})
 
 
-# Peers that only a package's `peers` extra brings (kept out of `test`: e.g. transformers imports
-# torchao whenever it is installed), installed for the `slow` session so that their bit-exactness
-# tests (marked slow) run in CI.
-_SLOW_EXTRAS = {"mixfp4": "test,peers"}
-
-
 @nox.session
 def slow(session: nox.Session) -> None:
     """The tests marked ``slow`` (multi-process runs, peer imports, long oracles), outside ``ci``.
 
     Each package's fast suite stays under a minute; these run in their own GitHub job.
     """
-    extras = {folder: _SLOW_EXTRAS.get(folder, "test") for folder in METHODS}
-    _install(
-        session,
-        *_editable([CORE]),
-        *[a for folder in METHODS for a in _editable([folder], extras=extras[folder])],
-    )
+    _install(session, *_editable([CORE, *METHODS]))
     _assert_cpu_torch(session)
     tests = [f"packages/{folder}/tests" for folder in PACKAGES]
     _pytest(session, "slow", *tests, "-m", "slow and not gpu and not triton", "-q")
+
+
+@nox.session
+def peers_mixfp4(session: nox.Session) -> None:
+    """mixfp4's tests against its peers (torchao, fouroversix), in their own venv and job.
+
+    torchao stays out of the shared venvs (transformers imports it whenever it is installed);
+    fouroversix's sdist compiles CUDA extensions unless told not to, and its build imports torch, so
+    it goes in without build isolation or dependencies. The peer tests are marked ``slow``.
+    """
+    _install(session, "-e", f"packages/{CORE}", *_editable(["mixfp4"], extras="test,peers"))
+    _assert_cpu_torch(session)
+    _install(session, "setuptools", "wheel")
+    session.install(
+        "--no-build-isolation",
+        "--no-deps",
+        "fouroversix==1.0.5",
+        env={**_install_env(), "SKIP_CUDA_BUILD": "1"},
+    )
+    suite = "packages/mixfp4/tests"
+    _pytest(session, "peers_mixfp4", suite, "-m", "slow and not gpu and not triton", "-q", "-rs")
 
 
 @nox.session

@@ -44,9 +44,11 @@ def test_fouroversix_never_worse_than_its_scale_six_candidate():
     x = torch.randn(32, 128, generator=torch.Generator().manual_seed(1))
     out, share = fake_quantize_baseline(x, "fouroversix")
     assert 0 < share < 1
-    # Its scale-6 candidate is NVFP4 with the tensor scale amax / (256·6).
+    # Its scale-6 candidate is NVFP4 with the tensor scale amax / (256·6), up to the last bit:
+    # four-over-six follows fouroversix's order of operations, our NVFP4 torchao's.
     six = dequantize(quantize_nvfp4(x, tensor_scale=float(x.abs().amax()) / (256 * 6)))
-    assert (_per_block_sse(x, out) <= _per_block_sse(x, six)).all()
+    assert (_per_block_sse(x, out) <= _per_block_sse(x, six) * (1 + 1e-5)).all()
+    assert (_per_block_sse(x, out) < _per_block_sse(x, six) * 0.99).sum() >= share * 128
 
 
 def test_bad_method_and_ragged_last_dim():
@@ -54,3 +56,32 @@ def test_bad_method_and_ragged_last_dim():
         fake_quantize_baseline(torch.zeros(16), "nvint4")
     with pytest.raises(ValueError, match="last dimension 17"):
         fake_quantize_baseline(torch.zeros(17), "if4")
+
+
+@pytest.mark.parametrize(
+    ("x", "kwargs", "error", "needle"),
+    [
+        (torch.tensor([[float("nan")] + [1.0] * 15]), {}, ValueError, "1 NaN or infinite"),
+        (torch.tensor([[float("inf")] + [1.0] * 15]), {}, ValueError, "1 NaN or infinite"),
+        (torch.ones(2, 16, dtype=torch.int64), {}, TypeError, "torch.int64"),
+        (torch.tensor(1.0), {}, ValueError, r"shape \(\)"),
+        (
+            torch.ones(2, 16),
+            {"block_size": 0},
+            ValueError,
+            "block_size must be a positive int, got 0",
+        ),
+        (torch.ones(2, 16), {"block_size": 16.0}, ValueError, "got 16.0"),
+        ([1.0] * 16, {}, TypeError, "list"),
+    ],
+)
+@pytest.mark.parametrize("method", ["if4", "fouroversix"])
+def test_bad_input_is_refused_naming_the_value(method, x, kwargs, error, needle):
+    with pytest.raises(error, match=needle):
+        fake_quantize_baseline(x, method, **kwargs)
+
+
+def test_baselines_module_is_reachable_after_import_mixfp4():
+    import mixfp4
+
+    assert mixfp4.baselines.fake_quantize_baseline is fake_quantize_baseline

@@ -120,6 +120,12 @@ def test_2d_container_checks_and_round_trips(tmp_path):
         MX4Packed(p.codes, bad, p.tensor_scale, p.shape, 16, "mixfp4", block_rows=16)
     with pytest.raises(ValueError, match="block_rows must be 1 or block_size=16, got 8"):
         MX4Packed(p.codes, p.scales, p.tensor_scale, p.shape, 16, "mixfp4", block_rows=8)
+    for bad_rows in (True, 16.0):
+        with pytest.raises(TypeError, match="block_rows must be an int"):
+            MX4Packed(p.codes, p.scales, p.tensor_scale, p.shape, 16, "mixfp4", block_rows=bad_rows)
+    for shape in [(0, 64), (2, 0, 64)]:  # no rows: an empty container, as with 1-D blocks
+        empty = mixfp4.quantize_mixfp4(torch.zeros(shape), block_2d=True)
+        assert empty.block_rows == 16 and mixfp4.dequantize(empty).shape == shape
     with pytest.raises(ValueError, match="block_2d needs at least 2 dims"):
         mixfp4.quantize_mixfp4(torch.ones(64), block_2d=True)
     with pytest.raises(TypeError, match="block_2d must be a bool"):
@@ -139,6 +145,16 @@ def test_2d_weights_in_a_model_keep_their_tiles_through_state_dict_and_casts():
     before = layer.dequantize_weight()
     model.to(torch.bfloat16)
     assert torch.equal(layer.dequantize_weight(torch.float32), before)
+
+
+def test_2d_layer_keeps_its_tiles_through_a_compressed_tensors_round_trip(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48))
+    mixfp4.quantize_(model, mixfp4.MixFP4WeightOnlyConfig(weight_kwargs={"block_2d": True}))
+    mixfp4.save_compressed_tensors(model, tmp_path / "m.safetensors")
+    back = mixfp4.load_compressed_tensors(
+        torch.nn.Sequential(torch.nn.Linear(64, 48)), tmp_path / "m.safetensors"
+    )
+    assert back[0].block_rows == 16 and back[0].packed.equal(model[0].packed)
 
 
 def test_2d_nan_poisons_its_whole_tile_under_propagate():

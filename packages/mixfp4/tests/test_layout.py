@@ -23,7 +23,7 @@ def test_tile_formula_on_one_tile():
                                                    256, 257, 258, 259, 384, 385, 386, 387]))  # fmt: skip
 
 
-# torchao is in the `peers` extra only: the `slow` nox session (a GitHub job) installs it.
+# torchao is in the `peers` extra only: the `peers_mixfp4` nox session (a GitHub job) installs it.
 @pytest.mark.slow
 def test_matches_torchao_when_installed():
     utils = pytest.importorskip("torchao.prototype.mx_formats.utils")

@@ -141,10 +141,58 @@ def test_meta_device_state_dict_and_torch_save_round_trips(tmp_path):
     assert sorted(model[0].state_dict()) == [
         "bias",
         "weight",
+        "weight_layout",
         "weight_scales",
         "weight_tensor_scale_bits",
     ]
     assert model[0].weight_tensor_scale_bits.dtype == torch.int32
+
+
+_LAYOUTS = {
+    "divisor": (
+        {"weight_kwargs": {"tensor_scale_convention": "divisor"}},
+        "tensor_scale_convention",
+    ),
+    "2-D": ({"weight_kwargs": {"block_2d": True}}, "block_rows"),
+    "frac": ({"weight_kwargs": {"e1m2_mode": "frac"}}, "e1m2_mode"),
+    "nvfp4": ({"fmt": "nvfp4"}, "fmt"),
+}
+
+
+@pytest.mark.parametrize("name", list(_LAYOUTS))
+@pytest.mark.parametrize("saved_first", [True, False])
+def test_state_dict_of_another_layout_is_refused_naming_both(name, saved_first):
+    # before the weight_layout buffer, a divisor state_dict loaded into a multiplier layer decoded
+    # 1.85e9 times too large, a frac one into an int layer 2.9x off, without a word
+    kwargs, field = _LAYOUTS[name]
+    other = mixfp4.MixFP4WeightOnlyConfig(**kwargs)
+    default = mixfp4.MixFP4WeightOnlyConfig()
+    src = mixfp4.quantize_(_mlp(), other if saved_first else default)
+    dst = mixfp4.quantize_(_mlp(seed=3), default if saved_first else other)
+    before = _decoded(dst)
+    with pytest.raises(ValueError, match=r"layer '0'.*quantized with") as err:
+        dst.load_state_dict(src.state_dict())
+    assert f"with {field}=" in str(err.value) and "(this layer: " in str(err.value)
+    for b, a in zip(before, _decoded(dst), strict=True):  # a refused load changes nothing
+        assert torch.equal(b, a)
+    # a layer of the same layout loads it exactly
+    same = mixfp4.quantize_(_mlp(seed=4), other if saved_first else default)
+    same.load_state_dict(src.state_dict())
+    for b, a in zip(_decoded(src), _decoded(same), strict=True):
+        assert torch.equal(b, a)
+
+
+def test_state_dict_without_layout_loads_as_multiplier_1d():
+    src = mixfp4.quantize_(_mlp(), mixfp4.MixFP4WeightOnlyConfig())
+    old = {k: v for k, v in src.state_dict().items() if not k.endswith("weight_layout")}
+    dst = mixfp4.quantize_(_mlp(seed=3), mixfp4.MixFP4WeightOnlyConfig())
+    assert not dst.load_state_dict(old).missing_keys
+    for b, a in zip(_decoded(src), _decoded(dst), strict=True):
+        assert torch.equal(b, a)
+    divisor = mixfp4.MixFP4WeightOnlyConfig(weight_kwargs={"tensor_scale_convention": "divisor"})
+    dst = mixfp4.quantize_(_mlp(seed=3), divisor)
+    with pytest.raises(ValueError, match=r"tensor_scale_convention='multiplier'.*'divisor'"):
+        dst.load_state_dict(old)
 
 
 def test_quantized_layer_is_an_nn_linear_with_its_weight_in_parameters():
@@ -310,3 +358,11 @@ def test_compressed_tensors_own_nvfp4_decompressor_reads_our_export(tmp_path, sc
         )
         ulp = (fp32.view(torch.int32) - ours.view(torch.int32)).abs().max()
         assert int(ulp) <= 2
+
+
+def test_module_type_cast_is_reported_clearly():
+    # Module.type casts integer tensors too: before, decoding raised torch's "cannot view Half as Float"
+    model = mixfp4.quantize_(_mlp(), mixfp4.MixFP4WeightOnlyConfig())
+    model.type(torch.float16)
+    with pytest.raises(TypeError, match=r"Module\.type\(dtype\).*tensor scale is lost"):
+        model[0].dequantize_weight()

@@ -59,7 +59,7 @@ def test_nvfp4_matches_the_torchao_modelopt_formula(scale_min, lo):
     )
 
 
-# torchao is in the `peers` extra only: the `slow` nox session (a GitHub job) installs it.
+# torchao is in the `peers` extra only: the `peers_mixfp4` nox session (a GitHub job) installs it.
 @pytest.mark.slow
 def test_nvfp4_bit_exact_with_torchao_when_installed():
     nvfp4 = pytest.importorskip("torchao.prototype.mx_formats.nvfp4_tensor")

@@ -9,7 +9,7 @@ function).
 
 from importlib.metadata import PackageNotFoundError, version
 
-from mixfp4 import formats, layout
+from mixfp4 import baselines, formats, layout
 from mixfp4.compressed_tensors import load_compressed_tensors, save_compressed_tensors
 from mixfp4.datapath import mixfp4_mm
 from mixfp4.fake_quant import fake_quantize
@@ -52,6 +52,7 @@ __all__ = [
     "MixFP4QATLinear",
     "MixFP4WeightOnlyConfig",
     "__version__",
+    "baselines",
     "dequantize",
     "fake_quantize",
     "formats",

@@ -106,6 +106,8 @@ def to_compressed_tensors(
             else:
                 state[f"{fqn}.weight_global_scale"] = 1.0 / s_t
                 bits[fqn] = int(tensor.item())
+        elif leaf == "weight_layout":
+            continue  # compressed-tensors' config says the layout
         else:
             state[name] = tensor.detach().cpu().contiguous().clone()
     ignore = [
@@ -122,9 +124,14 @@ def save_compressed_tensors(model: nn.Module, path: str | Path) -> dict[str, Any
     import safetensors.torch
 
     state, config, bits = to_compressed_tensors(model)
+    # 2-D tiles store each scale byte on every row of the tile, which compressed-tensors reads as
+    # 1-D blocks exactly; only our own loader wants to know they were tiles.
+    tiled = [
+        fqn for fqn, m in model.named_modules() if isinstance(m, MixFP4Linear) and m.block_rows != 1
+    ]
     meta = {
         "quantization_config": json.dumps(config),
-        _KEY: json.dumps({"tensor_scale_bits": bits}),
+        _KEY: json.dumps({"tensor_scale_bits": bits, "block_2d": tiled}),
     }
     safetensors.torch.save_file(state, str(path), metadata=meta)
     return config
@@ -144,7 +151,8 @@ def load_compressed_tensors(model: nn.Module, path: str | Path) -> nn.Module:
     fmt = {v: k for k, v in FORMATS.items()}.get(fmt_name)
     if fmt is None:
         raise ValueError(f"unsupported compressed-tensors format {fmt_name!r}; expected {FORMATS}")
-    bits = json.loads(meta.get(_KEY, "{}")).get("tensor_scale_bits", {})
+    ours = json.loads(meta.get(_KEY, "{}"))
+    bits, tiled = ours.get("tensor_scale_bits", {}), set(ours.get("block_2d", []))
     tensors = safetensors.torch.load_file(str(path))
     for name in [n for n in tensors if n.endswith(".weight_packed")]:
         fqn = name.removesuffix(".weight_packed")
@@ -169,6 +177,7 @@ def load_compressed_tensors(model: nn.Module, path: str | Path) -> nn.Module:
             block_size=16,
             fmt=fmt,  # type: ignore[arg-type]
             tensor_scale_convention=convention,
+            block_rows=16 if fqn in tiled else 1,
         )
         bias = tensors.get(f"{fqn}.bias")
         layer = MixFP4Linear(packed, bias, dtype=linear.weight.dtype)
@@ -178,5 +187,6 @@ def load_compressed_tensors(model: nn.Module, path: str | Path) -> nn.Module:
         tensors[f"{fqn}.weight"] = codes
         tensors[f"{fqn}.weight_scales"] = scales
         tensors[f"{fqn}.weight_tensor_scale_bits"] = layer.weight_tensor_scale_bits
+        tensors[f"{fqn}.weight_layout"] = layer.weight_layout
     model.load_state_dict(tensors, strict=True)
     return model

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from mixfp4.fake_quant import fake_quantize
-from mixfp4.packed import FMTS, MX4Packed
+from mixfp4.packed import E1M2_MODES, FMTS, TENSOR_SCALE_CONVENTIONS, MX4Packed
 from mixfp4.quantizers import SELECTORS, dequantize, quantize
 
 __all__ = [
@@ -93,6 +93,44 @@ def _scale_bits(tensor_scale: torch.Tensor) -> torch.Tensor:
     return tensor_scale.detach().reshape(()).to(torch.float32).clone().view(torch.int32)
 
 
+# What the bytes of a MixFP4Linear mean beyond the bytes themselves, in the order of the int32
+# ``weight_layout`` buffer: a state_dict records it, so loading one into a layer that would read
+# the bytes differently raises instead of decoding garbage (a divisor scale read as a multiplier
+# is off by s_t², e.g. 1.85e9).
+_LAYOUT_FIELDS = ("fmt", "block_size", "block_rows", "e1m2_mode", "tensor_scale_convention")
+_LAYOUT_CODES: dict[str, tuple[str, ...]] = {
+    "fmt": FMTS,
+    "e1m2_mode": E1M2_MODES,
+    "tensor_scale_convention": TENSOR_SCALE_CONVENTIONS,
+}
+# state_dicts written before the layout was recorded hold 1-D blocks in the multiplier convention;
+# fmt, block size and e1m2_mode were not recorded, so the layer's own are taken (as before).
+_LEGACY_LAYOUT = {"block_rows": 1, "tensor_scale_convention": "multiplier"}
+
+
+def _encode_layout(layout: dict[str, Any]) -> torch.Tensor:
+    values = [
+        _LAYOUT_CODES[f].index(layout[f]) if f in _LAYOUT_CODES else int(layout[f])
+        for f in _LAYOUT_FIELDS
+    ]
+    return torch.tensor(values, dtype=torch.int32)
+
+
+def _decode_layout(encoded: torch.Tensor) -> dict[str, Any]:
+    values = [int(v) for v in encoded.reshape(-1).tolist()]
+    if len(values) != len(_LAYOUT_FIELDS):
+        raise ValueError(
+            f"weight_layout must hold {len(_LAYOUT_FIELDS)} values {_LAYOUT_FIELDS}, got {values}"
+        )
+    out: dict[str, Any] = {}
+    for field, v in zip(_LAYOUT_FIELDS, values, strict=True):
+        codes = _LAYOUT_CODES.get(field)
+        if codes is not None and not 0 <= v < len(codes):
+            raise ValueError(f"weight_layout: {field} code {v} is not one of 0..{len(codes) - 1}")
+        out[field] = codes[v] if codes is not None else v
+    return out
+
+
 class MixFP4Linear(nn.Linear):
     """An ``nn.Linear`` whose weight lives as an :class:`~mixfp4.packed.MX4Packed`.
 
@@ -105,6 +143,7 @@ class MixFP4Linear(nn.Linear):
 
     weight_scales: torch.Tensor
     weight_tensor_scale_bits: torch.Tensor
+    weight_layout: torch.Tensor
     act: tuple[str, dict[str, Any]] | None
 
     def __init__(
@@ -132,6 +171,7 @@ class MixFP4Linear(nn.Linear):
         self.weight = nn.Parameter(packed.codes, requires_grad=False)
         self.register_buffer("weight_scales", packed.scales)
         self.register_buffer("weight_tensor_scale_bits", _scale_bits(packed.tensor_scale))
+        self.register_buffer("weight_layout", _encode_layout(self.layout))
         # nn.Linear types bias as a Parameter but sets it to None without bias, as here.
         self.bias = nn.Parameter(bias.detach().clone()) if bias is not None else None  # type: ignore[assignment]
 
@@ -145,7 +185,51 @@ class MixFP4Linear(nn.Linear):
         return cls(packed, linear.bias, act=config.activation(), dtype=linear.weight.dtype)
 
     @property
+    def layout(self) -> dict[str, Any]:
+        """How the bytes are read: ``fmt``, ``block_size``, ``block_rows``, ``e1m2_mode`` and
+        ``tensor_scale_convention`` (recorded in the ``weight_layout`` buffer of a state_dict)."""
+        return {f: getattr(self, f) for f in _LAYOUT_FIELDS}
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
+        # Checked before any tensor is copied, so a refused load leaves the layer as it was.
+        key = f"{prefix}weight_layout"
+        mine = self.layout
+        if key in state_dict:
+            saved = _decode_layout(state_dict[key])
+        else:
+            saved = {**mine, **_LEGACY_LAYOUT}
+            state_dict = {**state_dict, key: self.weight_layout}
+        diff = [f"{f}={saved[f]!r} (this layer: {mine[f]!r})" for f in mine if saved[f] != mine[f]]
+        if diff:
+            raise ValueError(
+                f"layer {prefix.rstrip('.') or '(root)'!r}: the state_dict's weight was quantized with "
+                + ", ".join(diff)
+                + "; its bytes would decode wrongly here: build the layer with the same settings "
+                "(MixFP4WeightOnlyConfig(fmt=..., weight_kwargs=...))"
+            )
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+
+    @property
     def packed(self) -> MX4Packed:
+        kinds = {
+            "weight": (self.weight, torch.uint8),
+            "weight_scales": (self.weight_scales, torch.uint8),
+            "weight_tensor_scale_bits": (self.weight_tensor_scale_bits, torch.int32),
+        }
+        cast = {k: t.dtype for k, (t, want) in kinds.items() if t.dtype != want}
+        if cast:
+            # Module.type(dtype) casts integer tensors too (.to/.half/.float do not): the int32 bits
+            # of the tensor scale become a number, and the scale is lost.
+            raise TypeError(
+                f"this MixFP4Linear's packed tensors were cast ({cast}; expected uint8 codes and "
+                "scale bytes, int32 tensor-scale bits), as Module.type(dtype) does: the tensor "
+                "scale is lost; use .to(dtype)/.half() on quantized models, and reload the "
+                "state_dict or re-quantize this one"
+            )
         return MX4Packed(
             codes=self.weight.detach(),
             scales=self.weight_scales,

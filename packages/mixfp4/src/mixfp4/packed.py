@@ -178,9 +178,14 @@ class MX4Packed:
                 f"tensor_scale_convention must be one of {TENSOR_SCALE_CONVENTIONS}, "
                 f"got {self.tensor_scale_convention!r}"
             )
+        if not isinstance(self.block_rows, int) or isinstance(self.block_rows, bool):
+            raise TypeError(
+                f"block_rows must be an int (1 or block_size={self.block_size}), got "
+                f"{type(self.block_rows).__name__} {self.block_rows!r}"
+            )
         if self.block_rows == 1:
             return
-        if self.block_rows != self.block_size or isinstance(self.block_rows, bool):
+        if self.block_rows != self.block_size:
             raise ValueError(
                 f"block_rows must be 1 or block_size={self.block_size}, got {self.block_rows!r}"
             )

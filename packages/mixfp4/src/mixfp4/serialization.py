@@ -114,5 +114,7 @@ def load_quantized(model: nn.Module, path: str | Path) -> nn.Module:
         parent_name, _, child = fqn.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, layer)
+        # files written before 0.2's weight_layout buffer: the metadata above says the layout
+        tensors.setdefault(f"{fqn}.weight_layout", layer.weight_layout)
     model.load_state_dict(tensors, strict=True)
     return model
