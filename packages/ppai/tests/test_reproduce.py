@@ -33,15 +33,19 @@ def test_obp_bootstrap_baseline_is_obps_ipw_and_its_bootstrap_interval():
     assert est0 == pytest.approx(((A == 0) * Y / pscore).mean(), abs=1e-12)
 
 
-@pytest.mark.parametrize("corr, bias", [(0.0, 0.0), (0.3, 0.5), (0.6, 0.0), (0.9, 0.5)])
-def test_correlated_predictions_have_the_asked_correlation_and_bias(corr, bias):
+@pytest.mark.parametrize("corr", [0.0, 0.3, 0.6, 0.9])
+@pytest.mark.parametrize("bias", [0.0, 0.5])
+def test_correlated_predictions_keep_one_design_across_the_grid(corr, bias):
+    """Every cell of the grid has the asked correlation, mean(f) − mean(m) = bias and the same
+    variance as E[Y(1)|x], correlation 0 included (one design, no jump at 0)."""
     env = LinearContextualBandit.default()
     rng = np.random.default_rng(1)
     X = env.contexts(rng, (200_000,))
     f = NoisyOracle.with_correlation(env, corr, bias, arm=1).predict(X, rng)[:, 1]
     m = env.mean_reward(X)[:, 1]
     assert np.corrcoef(f, m)[0, 1] == pytest.approx(corr, abs=0.01)
-    assert (f - m * (corr > 0)).mean() == pytest.approx(bias, abs=0.01)
+    assert f.mean() - m.mean() == pytest.approx(bias, abs=0.01)
+    assert f.var() == pytest.approx(m.var(), rel=0.02)
 
 
 def test_correlation_outside_unit_interval_is_an_error():
