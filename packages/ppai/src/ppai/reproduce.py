@@ -519,36 +519,45 @@ def _correlation_grid(
 
 
 def _shortfall_claim(
-    report: Report, grid: dict[tuple[str, int, int], dict[str, Any]], band: float
+    report: Report, grid: dict[tuple[str, int, int], dict[str, Any]], band: float, reps: int
 ) -> None:
     """Claim: where tuned PPAI and labeled-only IPW both under-cover at the smallest T, tuned PPAI's
-    shortfall is smaller at the largest T (finite-sample behaviour of the weights, shared by IPW)."""
+    shortfall is smaller at the largest T (finite-sample behaviour of the weights, shared by IPW).
+
+    Held only if in every such cell the shortfall shrinks by more than 2 Monte-Carlo s.e. of the
+    difference of the two coverages, ``√(c_lo(1 − c_lo)/reps + c_hi(1 − c_hi)/reps)``, strictly: a
+    constant coverage holds it in about 2 % of runs, not by the chance of one point estimate
+    being at most another.
+    """
     Ts = sorted({t for _, t, _ in grid})
     lo, hi = Ts[0], Ts[-1]
 
-    def short(q: str, t: int, n: int, m: str) -> float:
-        return 0.95 - grid[(q, t, n)][m]["coverage"]
+    def cov(q: str, t: int, n: int, m: str = TUNED) -> float:
+        return float(grid[(q, t, n)][m]["coverage"])
 
     shared = [
         (q, n)
         for (q, t, n) in grid
-        if t == lo and short(q, lo, n, TUNED) > band and short(q, lo, n, IPW) > band
+        if t == lo and 0.95 - cov(q, lo, n) > band and 0.95 - cov(q, lo, n, IPW) > band
     ]
-    ratio = {
-        c: max(short(*c[:1], hi, c[1], TUNED), 0.0) / short(*c[:1], lo, c[1], TUNED) for c in shared
-    }
+    z = {}
+    for q, n in shared:
+        c_lo, c_hi = cov(q, lo, n), cov(q, hi, n)
+        se = float(np.sqrt((c_lo * (1 - c_lo) + c_hi * (1 - c_hi)) / reps))
+        shrink = (0.95 - c_lo) - max(0.95 - c_hi, 0.0)
+        z[(q, n)] = shrink / se if se > 0 else (np.inf if shrink > 0 else 0.0)
     report.claim(
         "the coverage shortfall shared with labeled-only IPW shrinks as T grows",
-        f"tuned PPAI's shortfall from 0.95 at T={hi} / at T={lo} (max over N and predictions where "
-        f"IPW also falls short at T={lo})",
-        max(ratio.values()) if ratio else float("nan"),
-        1.0,
-        direction="lower",
-        baseline_name=f"shortfall at T={lo}",
+        f"tuned PPAI's shortfall at T={lo} minus at T={hi} (the latter floored at 0), in Monte-Carlo "
+        f"s.e. of the difference; min over N and predictions where IPW also falls short at T={lo}",
+        min(z.values()) if z else float("nan"),
+        2.0,
+        direction="higher",
+        baseline_name="2 s.e. (strictly above, every cell)",
+        held=bool(z) and min(z.values()) > 2.0,
         note="; ".join(
-            f"{q}, N = {n}T: tuned {grid[(q, lo, n)][TUNED]['coverage']:.3f} → "
-            f"{grid[(q, hi, n)][TUNED]['coverage']:.3f}, IPW {grid[(q, lo, n)][IPW]['coverage']:.3f}"
-            f" → {grid[(q, hi, n)][IPW]['coverage']:.3f}"
+            f"{q}, N = {n}T: tuned {cov(q, lo, n):.3f} → {cov(q, hi, n):.3f} ({z[(q, n)]:+.1f} s.e.), "
+            f"IPW {cov(q, lo, n, IPW):.3f} → {cov(q, hi, n, IPW):.3f}"
             for q, n in shared
         )
         or f"no (N, predictions) where both fall short at T={lo}: nothing to show",
@@ -598,7 +607,7 @@ def _grid_claims(
         band,
         reps,
     )
-    _shortfall_claim(report, tn, band)
+    _shortfall_claim(report, tn, band, reps)
     _coverage_claim(
         report,
         "tuned PPAI keeps nominal coverage on the correlation × bias grid",
