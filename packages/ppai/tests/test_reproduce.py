@@ -86,3 +86,21 @@ def test_shortfall_claim_needs_a_shrink_beyond_monte_carlo_error():
     assert _shortfall_runs(0.92, 0.92) <= 0.025
     assert _shortfall_runs(0.925, 0.925) <= 0.025
     assert _shortfall_runs(0.86, 0.95, runs=50) >= 0.95
+
+
+@pytest.mark.parametrize("gap, held", [(-0.005, True), (-0.018, False)])
+def test_useless_width_claim_needs_coverage_as_good_as_ipw(gap, held):
+    """A narrower tuned interval with useless predictions holds the claim only if its coverage is
+    within 2 paired s.e. of IPW's on the same experiments (s.e. 0.006 here)."""
+
+    def cell(width, cov, vs):
+        return {"width": width, "coverage": cov, "rmse": 1.0, "coverage_vs_ipw": vs,
+                "coverage_vs_ipw_se": 0.006}
+
+    results = {
+        (pol, "useless"): {R.TUNED: cell(0.95, 0.93 + gap, gap), R.IPW: cell(1.0, 0.93, 0.0)}
+        for pol in ("Thompson", "ε-greedy 0.1")
+    }
+    rec = _Claims()
+    R._useless_claim(rec, results, list(results))
+    assert rec.held is held

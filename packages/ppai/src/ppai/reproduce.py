@@ -198,12 +198,17 @@ def run_cell(
                 )
                 rows[OBP].append((float(lo <= truth <= hi), hi - lo, est - truth, 0.0))
     out = {}
+    covered_ipw = np.asarray(rows[IPW])[:, 0]
     for name, v in rows.items():
         a = np.asarray(v)
+        # Coverage minus IPW's on the same experiments, with its paired Monte-Carlo s.e.
+        paired = a[:, 0] - covered_ipw
         out[name] = {
             "coverage": float(a[:, 0].mean()),
             "width": float(a[:, 1].mean()),
             "rmse": float(np.sqrt((a[:, 2] ** 2).mean())),
+            "coverage_vs_ipw": float(paired.mean()),
+            "coverage_vs_ipw_se": float(paired.std(ddof=1) / np.sqrt(len(paired))),
         }
         if name != OBP:
             out[name]["lam"] = float(a[:, 3].mean())
@@ -618,6 +623,46 @@ def _grid_claims(
     _correlation_claim(report, corr)
 
 
+def _useless_claim(
+    report: Report, results: dict[tuple[str, str], dict[str, Any]], useless: list[tuple[str, str]]
+) -> None:
+    """Claim: with useless predictions tuned PPAI is no wider than labeled-only IPW (≤ 1.02) and
+    does not buy that with coverage: in every cell its coverage is not below IPW's on the same
+    experiments by more than 2 paired Monte-Carlo s.e. (a narrower interval from an over-optimistic
+    standard error would show there, and in the RMSE ratio the note gives)."""
+    width = {c: results[c][TUNED]["width"] / results[c][IPW]["width"] for c in useless}
+    z = {
+        c: results[c][TUNED]["coverage_vs_ipw"] / max(results[c][TUNED]["coverage_vs_ipw_se"], 1e-12)
+        for c in useless
+    }
+    low = [c for c in useless if z[c] < -2.0]
+    report.claim(
+        "tuned PPAI is no wider than labeled-only with useless predictions, at no cost in coverage",
+        "CI width / labeled-only (max over cells); held also needs coverage − IPW's ≥ −2 paired "
+        "MC s.e. in every cell",
+        max(width.values()),
+        1.0,
+        direction="lower",
+        tolerance=0.02,
+        baseline_name="labeled-only IPW",
+        held=all(v <= 1.02 for v in width.values()) and not low,
+        note="tuned − IPW coverage (paired s.e.) and RMSE / IPW: "
+        + "; ".join(
+            f"{c[0]}: {results[c][TUNED]['coverage_vs_ipw']:+.3f} "
+            f"({results[c][TUNED]['coverage_vs_ipw_se']:.3f}), width {width[c]:.3f}, RMSE "
+            f"{results[c][TUNED]['rmse'] / results[c][IPW]['rmse']:.3f}"
+            for c in useless
+        )
+        + (
+            f". Coverage below IPW's by more than 2 s.e. in {len(low)} cell(s): "
+            + ", ".join(c[0] for c in low)
+            + " (the narrower interval there comes from an over-optimistic standard error)"
+            if low
+            else ""
+        ),
+    )
+
+
 def _band(reps: int) -> float:
     """The spec's coverage band (§5(i)): ±2 Monte-Carlo s.e. of a 95 % coverage."""
     return 2 * float(np.sqrt(0.95 * 0.05 / reps))
@@ -666,15 +711,7 @@ def _claims(
         baseline_name="labeled-only IPW",
         held=all(ratio[c] < 1.0 for c in inf),
     )
-    report.claim(
-        "tuned PPAI is no wider than labeled-only with useless predictions",
-        "CI width / labeled-only (max over cells)",
-        max(ratio[c] for c in useless),
-        1.0,
-        direction="lower",
-        tolerance=0.02,
-        baseline_name="labeled-only IPW",
-    )
+    _useless_claim(report, results, useless)
     report.claim(
         "tuned PPAI has lower RMSE with informative predictions",
         "RMSE / labeled-only (max over cells)",
