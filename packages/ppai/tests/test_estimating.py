@@ -85,6 +85,18 @@ def test_ols_default_form_is_two_regressions(make_bandit):
     assert np.max(np.abs(joint - expected)) > 1e-6  # a different (consistent) estimator
 
 
+def test_ols_on_a_badly_scaled_full_rank_design_is_not_collinear(make_bandit):
+    """Columns scaled by 1e4 and 1e-4 (Gram condition ~1e16, full rank): the fit succeeds and its
+    coefficients are the unscaled fit's, rescaled (before: a false "collinear" error)."""
+    d = make_bandit(1)
+    X = np.c_[np.ones(len(d["Y"])), d["X"]]
+    X_u = np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"]]
+    S = np.array([1.0, 1e4, 1e-4, 1.0])[: X.shape[1]]
+    plain = _fit("ols", dict(d, X=X, X_unlabeled=X_u), lam=0.5).theta_
+    scaled = _fit("ols", dict(d, X=X * S, X_unlabeled=X_u * S), lam=0.5).theta_
+    np.testing.assert_allclose(scaled * S, plain, rtol=1e-6)
+
+
 @pytest.mark.parametrize("lam", [0.0, 0.3, 1.0, "auto"])
 def test_closed_forms_equal_newton(make_bandit, lam):
     d = make_bandit(1)

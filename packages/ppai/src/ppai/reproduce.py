@@ -760,7 +760,9 @@ def run(args: ReproduceArgs) -> Report:
         quick=list(POLICIES),
         full=list(POLICIES),
     )
-    # obp's bootstrap resamples (its default is 100); 0 when obp is not installed.
+    # obp's bootstrap resamples (its default is 100); 0 when obp is not installed. --quick's 200
+    # leave 5 resamples beyond each end of a 95 % percentile interval, so its ends (and the obp
+    # column's coverage) carry extra resampling noise; --full's 1000 leave 25.
     n_boot = args.pick(smoke=50, quick=200, full=1000) if HAVE_OBP else 0
     settings = {
         "size": args.size,
