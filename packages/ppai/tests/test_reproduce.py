@@ -94,8 +94,13 @@ def test_useless_width_claim_needs_coverage_as_good_as_ipw(gap, held):
     within 2 paired s.e. of IPW's on the same experiments (s.e. 0.006 here)."""
 
     def cell(width, cov, vs):
-        return {"width": width, "coverage": cov, "rmse": 1.0, "coverage_vs_ipw": vs,
-                "coverage_vs_ipw_se": 0.006}
+        return {
+            "width": width,
+            "coverage": cov,
+            "rmse": 1.0,
+            "coverage_vs_ipw": vs,
+            "coverage_vs_ipw_se": 0.006,
+        }
 
     results = {
         (pol, "useless"): {R.TUNED: cell(0.95, 0.93 + gap, gap), R.IPW: cell(1.0, 0.93, 0.0)}

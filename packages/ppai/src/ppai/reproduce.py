@@ -632,7 +632,8 @@ def _useless_claim(
     standard error would show there, and in the RMSE ratio the note gives)."""
     width = {c: results[c][TUNED]["width"] / results[c][IPW]["width"] for c in useless}
     z = {
-        c: results[c][TUNED]["coverage_vs_ipw"] / max(results[c][TUNED]["coverage_vs_ipw_se"], 1e-12)
+        c: results[c][TUNED]["coverage_vs_ipw"]
+        / max(results[c][TUNED]["coverage_vs_ipw_se"], 1e-12)
         for c in useless
     }
     low = [c for c in useless if z[c] < -2.0]
