@@ -16,7 +16,7 @@ def test_sklearn_protocol(make_bandit):
     assert est.set_params(alpha=0.2) is est and est.alpha == 0.2
     with pytest.raises(ValueError, match="invalid parameter 'lamda'"):
         est.set_params(lamda=0.5)
-    assert repr(est) == "PPAI(target_arm=1, lam_mode='element', alpha=0.2, problem='ols')"
+    assert repr(est) == "PPAI('ols', target_arm=1, lam_mode='element', alpha=0.2)"
     assert repr(ppai.PPAI()) == "PPAI()"
     X = np.c_[np.ones(len(d["Y"])), d["X"]]
     d = dict(d, X=X, X_unlabeled=np.c_[np.ones(len(d["X_unlabeled"])), d["X_unlabeled"]])

@@ -43,6 +43,22 @@ def test_propensity_matrix_rows_must_sum_to_one(d):
         fit(dict(d, propensity=P))
 
 
+def test_propensity_matrix_negative_entry_is_named(d):
+    """A row like [−0.2, 1.2] sums to 1: the error names the negative entry, as a plain float."""
+    P = d["propensity"].copy()
+    P[4] = [-0.2, 1.2]
+    with pytest.raises(ValueError, match=r"propensity\[4, 0\] = -0.2$"):
+        fit(dict(d, propensity=P))
+
+
+@pytest.mark.parametrize(
+    "Y, dtype", [(lambda Y: Y + 1j, "complex128"), (lambda Y: Y.astype(str), "<U")]
+)
+def test_complex_or_string_outcomes_are_an_error(d, Y, dtype):
+    with pytest.raises(TypeError, match=f"Y must be a real numeric array.*dtype {dtype}"):
+        fit(dict(d, Y=Y(d["Y"])))
+
+
 def test_mismatched_lengths(d):
     with pytest.raises(ValueError, match="Y has 200 rows, pred_labeled has 199"):
         fit(dict(d, pred_labeled=d["pred_labeled"][:-1]))

@@ -152,17 +152,21 @@ def newton_solve(
 
     Converged when the full step is below ``tol`` relative to θ (a step cut short by the line
     search proves nothing). The Jacobian, a pass over every row, is kept while full steps shrink ‖Ψ‖
-    at least fourfold (a chord step) and recomputed otherwise.
+    at least fourfold (a chord step) and recomputed otherwise; when the converging step used a kept
+    Jacobian, the last step is taken with a fresh one (a true Newton step, quadratically accurate).
     """
     theta = np.asarray(theta0, dtype=float).copy()
     psi = equation(problem, groups_, theta)
     J: Array | None = None
     for _ in range(max_iter):
+        fresh = J is None
         if J is None:
             J = equation_jacobian(problem, groups_, theta)
             check_invertible(problem, J, "Jacobian")
         step = np.linalg.solve(J, psi)
         if np.linalg.norm(step) <= tol * (1 + np.linalg.norm(theta)):
+            if not fresh:  # a chord step is only linearly accurate: finish with a Newton step
+                step = np.linalg.solve(equation_jacobian(problem, groups_, theta), psi)
             return theta - step
         t, norm = 1.0, float(np.linalg.norm(psi))
         while True:

@@ -400,9 +400,7 @@ class PPAI:
     @classmethod
     def _param_names(cls) -> list[str]:
         sig = inspect.signature(cls.__init__)
-        return [
-            n for n, p in sig.parameters.items() if n != "self" and p.kind == p.KEYWORD_ONLY
-        ] + ["problem"]
+        return [n for n in sig.parameters if n != "self"]  # signature order: problem first
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor's parameters (scikit-learn's estimator protocol; ``clone`` works)."""
@@ -424,7 +422,7 @@ class PPAI:
             n: p.default for n, p in inspect.signature(type(self).__init__).parameters.items()
         }
         shown = [
-            f"{n}={v!r}"
+            repr(v) if n == "problem" else f"{n}={v!r}"  # problem is positional, as in __init__
             for n, v in self.get_params().items()
             if not (isinstance(v, (str, int, float, bool, type(None))) and v == defaults.get(n))
         ]

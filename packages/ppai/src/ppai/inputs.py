@@ -57,9 +57,15 @@ class AdaptiveData:
 def as_float_array(value: Any, name: str, ndim: tuple[int, ...]) -> Array:
     """``value`` as a finite float array with one of the allowed ``ndim``s."""
     try:
-        arr = np.asarray(value, dtype=float)
+        raw = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}") from exc
+    # Real numbers only: a float cast would drop an imaginary part or parse strings silently.
+    if raw.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must be a real numeric array (bool, int or float), got dtype {raw.dtype}"
+        )
+    arr = raw.astype(float, copy=False)
     if arr.ndim not in ndim:
         dims = " or ".join(f"{d}-D" for d in ndim)
         raise ValueError(f"{name} must be {dims}, got shape {arr.shape}")
@@ -181,11 +187,18 @@ def check_data(
 
     rows = np.arange(T)
     if P.ndim == 2:
-        if np.any(P < 0) or np.any(np.abs(P.sum(1) - 1) > 1e-6):
-            i = int(np.argmax((P < 0).any(1) | (np.abs(P.sum(1) - 1) > 1e-6)))
+        if np.any(P < 0):
+            i, j = (int(k) for k in np.argwhere(P < 0)[0])
+            raise ValueError(
+                f"a propensity matrix must have non-negative rows summing to 1; "
+                f"propensity[{i}, {j}] = {float(P[i, j])!r}"
+            )
+        off = np.abs(P.sum(1) - 1) > 1e-6
+        if off.any():
+            i = int(np.argmax(off))
             raise ValueError(
                 f"a propensity matrix must have non-negative rows summing to 1; row {i} sums to "
-                f"{P[i].sum()!r}"
+                f"{float(P[i].sum())!r}"
             )
         pi = P[rows, A_]
     else:

@@ -8,7 +8,8 @@ of Y at θ̂. Inverting the test of H0: Ψ_λ(θ) = 0 at every θ of a grid need
 
 with ``a_t = w_t (1{Y_t ≤ θ} − q)`` and ``b_t = w_t (1{f_t ≤ θ} − q)`` (the variance of
 :func:`ppai.covariance` with H = 1). Every term is a weighted empirical CDF, so the whole grid costs
-a few sorts. With w ≡ 1 and λ = 1 this is ``ppi_py``'s interval (which uses ``ddof=0``; ours 1).
+a few sorts. The variances use ``ddof=0`` as ``ppi_py`` does (the Wald intervals use 1), so with
+w ≡ 1 and λ = 1 this is ``ppi_py``'s interval exactly, grid and ends.
 """
 
 from __future__ import annotations
@@ -54,14 +55,13 @@ def quantile_inversion_interval(
     Eaa = ((1 - 2 * q) * S2 + q**2 * W2) / T
     Ebb = ((1 - 2 * q) * R2 + q**2 * W2) / T
     Eab = (M2 - q * (S2 + R2) + q**2 * W2) / T
-    c = T / (T - 1)
-    var_L = c * ((Eaa - mean_a**2) - 2 * lam * (Eab - mean_a * mean_b) + lam**2 * (Ebb - mean_b**2))
+    var_L = (Eaa - mean_a**2) - 2 * lam * (Eab - mean_a * mean_b) + lam**2 * (Ebb - mean_b**2)
     psi = mean_a - lam * mean_b
     var = var_L / T
     if N and lam != 0:
         F_u = _weighted_cdf(f_u, np.ones(N), grid) / N
         psi = psi + lam * block.s * (F_u - q)
-        var = var + lam**2 * block.s**2 * F_u * (1 - F_u) * N / (N - 1) / N
+        var = var + lam**2 * block.s**2 * F_u * (1 - F_u) / N
     z = ndtri(1 - alpha / 2)
     kept = np.abs(psi) <= z * np.sqrt(np.maximum(var, 0.0))
     if not kept.any():

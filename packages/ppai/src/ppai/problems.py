@@ -262,7 +262,15 @@ class QuantileProblem:
 
 
 def check_invertible(problem: object, J: Array, what: str) -> None:
-    """Raise a ValueError naming the problem and the usual cause when ``J`` is (near) singular."""
+    """Raise a ValueError naming the problem and the usual cause when ``J`` is (near) singular.
+
+    The test is scale-invariant: ``J`` is first equilibrated by its diagonal, ``D^-½ J D^-½``, so
+    a full-rank design with columns of very different scales (say 1e3 and 1e-3) is not taken for a
+    collinear one.
+    """
+    d = np.sqrt(np.abs(np.diag(J)))
+    if np.all(d > 0) and np.all(np.isfinite(d)):
+        J = J / d[:, None] / d[None, :]
     sv = np.linalg.svd(J, compute_uv=False)
     if not np.all(np.isfinite(sv)) or sv[-1] <= 1e-12 * max(sv[0], 1e-300):
         reason = getattr(problem, "singular_reason", "the estimating equation is degenerate")

@@ -198,12 +198,17 @@ def run_cell(
                 )
                 rows[OBP].append((float(lo <= truth <= hi), hi - lo, est - truth, 0.0))
     out = {}
+    covered_ipw = np.asarray(rows[IPW])[:, 0]
     for name, v in rows.items():
         a = np.asarray(v)
+        # Coverage minus IPW's on the same experiments, with its paired Monte-Carlo s.e.
+        paired = a[:, 0] - covered_ipw
         out[name] = {
             "coverage": float(a[:, 0].mean()),
             "width": float(a[:, 1].mean()),
             "rmse": float(np.sqrt((a[:, 2] ** 2).mean())),
+            "coverage_vs_ipw": float(paired.mean()),
+            "coverage_vs_ipw_se": float(paired.std(ddof=1) / np.sqrt(len(paired))),
         }
         if name != OBP:
             out[name]["lam"] = float(a[:, 3].mean())
@@ -519,36 +524,45 @@ def _correlation_grid(
 
 
 def _shortfall_claim(
-    report: Report, grid: dict[tuple[str, int, int], dict[str, Any]], band: float
+    report: Report, grid: dict[tuple[str, int, int], dict[str, Any]], band: float, reps: int
 ) -> None:
     """Claim: where tuned PPAI and labeled-only IPW both under-cover at the smallest T, tuned PPAI's
-    shortfall is smaller at the largest T (finite-sample behaviour of the weights, shared by IPW)."""
+    shortfall is smaller at the largest T (finite-sample behaviour of the weights, shared by IPW).
+
+    Held only if in every such cell the shortfall shrinks by more than 2 Monte-Carlo s.e. of the
+    difference of the two coverages, ``√(c_lo(1 − c_lo)/reps + c_hi(1 − c_hi)/reps)``, strictly: a
+    constant coverage holds it in about 2 % of runs, not by the chance of one point estimate
+    being at most another.
+    """
     Ts = sorted({t for _, t, _ in grid})
     lo, hi = Ts[0], Ts[-1]
 
-    def short(q: str, t: int, n: int, m: str) -> float:
-        return 0.95 - grid[(q, t, n)][m]["coverage"]
+    def cov(q: str, t: int, n: int, m: str = TUNED) -> float:
+        return float(grid[(q, t, n)][m]["coverage"])
 
     shared = [
         (q, n)
         for (q, t, n) in grid
-        if t == lo and short(q, lo, n, TUNED) > band and short(q, lo, n, IPW) > band
+        if t == lo and 0.95 - cov(q, lo, n) > band and 0.95 - cov(q, lo, n, IPW) > band
     ]
-    ratio = {
-        c: max(short(*c[:1], hi, c[1], TUNED), 0.0) / short(*c[:1], lo, c[1], TUNED) for c in shared
-    }
+    z = {}
+    for q, n in shared:
+        c_lo, c_hi = cov(q, lo, n), cov(q, hi, n)
+        se = float(np.sqrt((c_lo * (1 - c_lo) + c_hi * (1 - c_hi)) / reps))
+        shrink = (0.95 - c_lo) - max(0.95 - c_hi, 0.0)
+        z[(q, n)] = shrink / se if se > 0 else (np.inf if shrink > 0 else 0.0)
     report.claim(
         "the coverage shortfall shared with labeled-only IPW shrinks as T grows",
-        f"tuned PPAI's shortfall from 0.95 at T={hi} / at T={lo} (max over N and predictions where "
-        f"IPW also falls short at T={lo})",
-        max(ratio.values()) if ratio else float("nan"),
-        1.0,
-        direction="lower",
-        baseline_name=f"shortfall at T={lo}",
+        f"tuned PPAI's shortfall at T={lo} minus at T={hi} (the latter floored at 0), in Monte-Carlo "
+        f"s.e. of the difference; min over N and predictions where IPW also falls short at T={lo}",
+        min(z.values()) if z else float("nan"),
+        2.0,
+        direction="higher",
+        baseline_name="2 s.e. (strictly above, every cell)",
+        held=bool(z) and min(z.values()) > 2.0,
         note="; ".join(
-            f"{q}, N = {n}T: tuned {grid[(q, lo, n)][TUNED]['coverage']:.3f} → "
-            f"{grid[(q, hi, n)][TUNED]['coverage']:.3f}, IPW {grid[(q, lo, n)][IPW]['coverage']:.3f}"
-            f" → {grid[(q, hi, n)][IPW]['coverage']:.3f}"
+            f"{q}, N = {n}T: tuned {cov(q, lo, n):.3f} → {cov(q, hi, n):.3f} ({z[(q, n)]:+.1f} s.e.), "
+            f"IPW {cov(q, lo, n, IPW):.3f} → {cov(q, hi, n, IPW):.3f}"
             for q, n in shared
         )
         or f"no (N, predictions) where both fall short at T={lo}: nothing to show",
@@ -598,7 +612,7 @@ def _grid_claims(
         band,
         reps,
     )
-    _shortfall_claim(report, tn, band)
+    _shortfall_claim(report, tn, band, reps)
     _coverage_claim(
         report,
         "tuned PPAI keeps nominal coverage on the correlation × bias grid",
@@ -607,6 +621,47 @@ def _grid_claims(
         reps,
     )
     _correlation_claim(report, corr)
+
+
+def _useless_claim(
+    report: Report, results: dict[tuple[str, str], dict[str, Any]], useless: list[tuple[str, str]]
+) -> None:
+    """Claim: with useless predictions tuned PPAI is no wider than labeled-only IPW (≤ 1.02) and
+    does not buy that with coverage: in every cell its coverage is not below IPW's on the same
+    experiments by more than 2 paired Monte-Carlo s.e. (a narrower interval from an over-optimistic
+    standard error would show there, and in the RMSE ratio the note gives)."""
+    width = {c: results[c][TUNED]["width"] / results[c][IPW]["width"] for c in useless}
+    z = {
+        c: results[c][TUNED]["coverage_vs_ipw"]
+        / max(results[c][TUNED]["coverage_vs_ipw_se"], 1e-12)
+        for c in useless
+    }
+    low = [c for c in useless if z[c] < -2.0]
+    report.claim(
+        "tuned PPAI is no wider than labeled-only with useless predictions, at no cost in coverage",
+        "CI width / labeled-only (max over cells); held also needs coverage − IPW's ≥ −2 paired "
+        "MC s.e. in every cell",
+        max(width.values()),
+        1.0,
+        direction="lower",
+        tolerance=0.02,
+        baseline_name="labeled-only IPW",
+        held=all(v <= 1.02 for v in width.values()) and not low,
+        note="tuned − IPW coverage (paired s.e.) and RMSE / IPW: "
+        + "; ".join(
+            f"{c[0]}: {results[c][TUNED]['coverage_vs_ipw']:+.3f} "
+            f"({results[c][TUNED]['coverage_vs_ipw_se']:.3f}), width {width[c]:.3f}, RMSE "
+            f"{results[c][TUNED]['rmse'] / results[c][IPW]['rmse']:.3f}"
+            for c in useless
+        )
+        + (
+            f". Coverage below IPW's by more than 2 s.e. in {len(low)} cell(s): "
+            + ", ".join(c[0] for c in low)
+            + " (the narrower interval there comes from an over-optimistic standard error)"
+            if low
+            else ""
+        ),
+    )
 
 
 def _band(reps: int) -> float:
@@ -657,15 +712,7 @@ def _claims(
         baseline_name="labeled-only IPW",
         held=all(ratio[c] < 1.0 for c in inf),
     )
-    report.claim(
-        "tuned PPAI is no wider than labeled-only with useless predictions",
-        "CI width / labeled-only (max over cells)",
-        max(ratio[c] for c in useless),
-        1.0,
-        direction="lower",
-        tolerance=0.02,
-        baseline_name="labeled-only IPW",
-    )
+    _useless_claim(report, results, useless)
     report.claim(
         "tuned PPAI has lower RMSE with informative predictions",
         "RMSE / labeled-only (max over cells)",
@@ -714,7 +761,9 @@ def run(args: ReproduceArgs) -> Report:
         quick=list(POLICIES),
         full=list(POLICIES),
     )
-    # obp's bootstrap resamples (its default is 100); 0 when obp is not installed.
+    # obp's bootstrap resamples (its default is 100); 0 when obp is not installed. --quick's 200
+    # leave 5 resamples beyond each end of a 95 % percentile interval, so its ends (and the obp
+    # column's coverage) carry extra resampling noise; --full's 1000 leave 25.
     n_boot = args.pick(smoke=50, quick=200, full=1000) if HAVE_OBP else 0
     settings = {
         "size": args.size,

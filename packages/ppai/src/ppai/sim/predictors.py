@@ -38,22 +38,27 @@ class NoisyOracle:
     def with_correlation(
         cls, env: LinearContextualBandit, corr: float, bias: float = 0.0, arm: int = 1
     ) -> NoisyOracle:
-        """Predictions correlated ``corr`` with arm ``arm``'s conditional mean ``E[Y(arm) | x]``,
+        """Predictions correlated ``corr`` with arm ``arm``'s conditional mean ``m = E[Y(arm) | x]``,
         shifted by ``bias`` (the spec's correlation × bias grid, §5).
 
-        ``corr = 0`` is noise of the conditional mean's scale, independent of the outcomes. The
-        correlation with the outcome itself is lower by the factor ``sd(E[Y|x]) / sd(Y)``.
+        One design across the grid: ``f = E[m] + bias + corr · (m − E[m]) + √(1 − corr²) · sd(m) · ξ``,
+        so ``mean(f) − mean(m) = bias`` and ``Var f = Var m`` at every correlation, ``corr = 0``
+        included (pure noise of the conditional mean's scale). The correlation with the outcome
+        itself is lower by the factor ``sd(E[Y|x]) / sd(Y)``.
         """
         if not 0.0 <= corr <= 1.0:
             raise ValueError(f"corr must lie in [0, 1], got {corr!r}")
-        if env.binary:  # no closed form for the spread of σ(xᵀβ + c): Monte Carlo, fixed seed
-            X = env.contexts(np.random.default_rng(0), (200_000,))
-            sd = float(env.mean_reward(X)[:, arm].std())
-        else:  # standard normal contexts: Var(xᵀβ_a) = |β_a|²
-            sd = float(np.linalg.norm(env.beta[arm]))
-        if corr == 0.0:
-            return cls(env, signal=0.0, noise_sd=sd, bias=bias)
-        return cls(env, signal=1.0, noise_sd=sd * float(np.sqrt(1.0 / corr**2 - 1.0)), bias=bias)
+        if env.binary:  # no closed form for the moments of σ(xᵀβ + c): Monte Carlo, fixed seed
+            m = env.mean_reward(env.contexts(np.random.default_rng(0), (200_000,)))[:, arm]
+            mean, sd = float(m.mean()), float(m.std())
+        else:  # standard normal contexts: E[xᵀβ_a + c_a] = c_a, Var(xᵀβ_a) = |β_a|²
+            mean, sd = float(env.intercept[arm]), float(np.linalg.norm(env.beta[arm]))
+        return cls(
+            env,
+            signal=corr,
+            noise_sd=sd * float(np.sqrt(1.0 - corr**2)),
+            bias=bias + (1.0 - corr) * mean,
+        )
 
     def predict(self, X: Array, rng: np.random.Generator) -> Array:
         """Predictions for every arm, shape ``(..., K)``."""
