@@ -285,7 +285,9 @@ class ChatClient:
         reports no usage then, so both are estimates. One that ended before any content: nothing."""
         prompt = estimate_chat_tokens(msgs) if text else 0
         completion = estimate_tokens(text)
-        return Attempt(outcome, prompt, completion, True, 0.0, self.endpoint.cost(prompt, completion))
+        return Attempt(
+            outcome, prompt, completion, True, 0.0, self.endpoint.cost(prompt, completion)
+        )
 
     async def _once(
         self, msgs: list[dict[str, str]], cap: int, sink: Callable[[str], None]
