@@ -332,7 +332,7 @@ def _study(args: ReproduceArgs) -> list[dict[str, Any]]:
     smoke = {"thresholds": (3, 6, 10), "delta0_grid": (0.3, 0.5), "random_p": (0.2, 0.8)}
     cfgs = [
         StudyConfig(args.seed + i, n_train=args.pick(smoke=12, quick=500, full=2000),
-                    n_val=args.pick(smoke=3, quick=150, full=400), n_test=args.pick(smoke=4, quick=400, full=1000),
+                    n_val=args.pick(smoke=3, quick=100, full=400), n_test=args.pick(smoke=4, quick=300, full=1000),
                     epochs=args.pick(smoke=2, quick=30, full=30), **(smoke if args.size == "smoke" else {}))
         for i in range(k)
     ]  # fmt: skip
@@ -382,13 +382,20 @@ def run(args: ReproduceArgs) -> Report:
         _models,
         *_modules(),
     ]
-    result = report.cached("experiment", lambda: _experiment(args), code=code)
-    sw, lat = result["sweeps"], result["latency"]
+    import concurrent.futures
+
     import hybridflow.routing_study
 
-    study = report.cached(
-        "routing-study", lambda: _study(args), code=[_study, hybridflow.routing_study, *_modules()]
-    )
+    # The router study runs its seeds in worker processes; the seed-0 sweep and the latency arms
+    # run here meanwhile.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(
+            report.cached, "routing-study", lambda: _study(args),
+            code=[_study, hybridflow.routing_study, *_modules()],
+        )  # fmt: skip
+        result = report.cached("experiment", lambda: _experiment(args), code=code)
+        study = pending.result()
+    sw, lat = result["sweeps"], result["latency"]
     report.table("routing_choices", [
         {"seed": r["seed"], "router": arm, "tau": c["tau"], "delta0": " ".join(map(str, c["delta0"])),
          "validation_gain": round(c["val_gain"], 4)}
