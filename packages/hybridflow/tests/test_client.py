@@ -184,7 +184,9 @@ def test_a_stream_cancelled_mid_way_is_billed_as_the_server_bills_it():
             billed, client = [], ChatClient(ep, FAST, seed=0)
             task = asyncio.current_task()
             try:
-                await client.complete(msgs, on_text=lambda piece: task.cancel(), on_attempt=billed.append)
+                await client.complete(
+                    msgs, on_text=lambda piece: task.cancel(), on_attempt=billed.append
+                )
             except asyncio.CancelledError:
                 pass
             finally:
