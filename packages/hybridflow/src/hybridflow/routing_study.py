@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 TAUS = (0.1, 0.02)  # the official inference tau, and a near-hard threshold
-DELTA0_GRID = (0.0, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6)
+DELTA0_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 THRESHOLDS = (1, 2, 3, 4, 5, 6, 8, 10)
 RANDOM_P = (0.2, 0.5, 0.8)
 QUALITY_LABEL: dict[str, Any] = {"lambda_t": 0.0, "lambda_k": 0.0}
