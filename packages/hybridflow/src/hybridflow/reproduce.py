@@ -140,7 +140,7 @@ def _experiment(args: ReproduceArgs) -> dict[str, Any]:
     from hybridflow.sim import LocalServer, make_tasks, sim_app, sim_endpoints
 
     n_train = args.pick(smoke=12, quick=500, full=2000)
-    n_eval = args.pick(smoke=4, quick=400, full=2000)
+    n_eval = args.pick(smoke=4, quick=200, full=2000)
     n_lat = args.pick(smoke=3, quick=24, full=100)
     train_tasks = make_tasks(n_train, seed=1000 + args.seed)
     eval_tasks = make_tasks(n_eval, seed=2000 + args.seed)
@@ -330,8 +330,8 @@ def _study(args: ReproduceArgs) -> list[dict[str, Any]]:
     k = args.pick(smoke=2, quick=SEEDS, full=5)
     smoke = {"thresholds": (3, 6, 10), "delta0_grid": (0.3, 0.5), "random_p": (0.2, 0.8)}
     cfgs = [
-        StudyConfig(args.seed + i, n_train=args.pick(smoke=12, quick=500, full=2000),
-                    n_val=args.pick(smoke=3, quick=60, full=400), n_test=args.pick(smoke=4, quick=150, full=1000),
+        StudyConfig(args.seed + i, n_train=args.pick(smoke=12, quick=250, full=2000),
+                    n_val=args.pick(smoke=3, quick=50, full=400), n_test=args.pick(smoke=4, quick=120, full=1000),
                     epochs=args.pick(smoke=2, quick=30, full=30), **(smoke if args.size == "smoke" else {}))
         for i in range(k)
     ]  # fmt: skip
