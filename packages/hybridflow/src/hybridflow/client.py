@@ -185,6 +185,13 @@ class ChatClient:
         pipeline re-reserves the budget there) and a False ends the call with :class:`CallFailed`.
         The concurrency slot is held per attempt, not across backoff sleeps.
         """
+        if getattr(asyncio.get_running_loop(), "simulated_clock", False):
+            # Its clock jumps past every timeout while a socket waits, so each call would "time out".
+            raise RuntimeError(
+                f"{self.endpoint.name}: ChatClient talks to real sockets, which need the wall clock; "
+                "hybridflow.sim.run_virtual / VirtualTimeLoop serve in-process simulated clients only "
+                "(client_factory=sim_client_factory(...)); use asyncio.run here"
+            )
         msgs = [dict(m) for m in messages]
         cap = max_tokens or self.endpoint.max_tokens
         attempts: list[Attempt] = []
