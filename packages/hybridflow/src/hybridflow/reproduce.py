@@ -328,7 +328,11 @@ def _study(args: ReproduceArgs) -> list[dict[str, Any]]:
     from hybridflow.routing_study import run_study
 
     k = args.pick(smoke=2, quick=SEEDS, full=5)
-    smoke = {"thresholds": (3, 6, 10), "delta0_grid": (0.3, 0.5), "random_p": (0.2, 0.8)}
+    smoke: dict[str, Any] = {
+        "thresholds": (3, 6, 10),
+        "delta0_grid": (0.3, 0.5),
+        "random_p": (0.2, 0.8),
+    }
     cfgs = [
         StudyConfig(args.seed + i, n_train=args.pick(smoke=12, quick=250, full=2000),
                     n_val=args.pick(smoke=3, quick=50, full=400), n_test=args.pick(smoke=4, quick=120, full=1000),

@@ -156,7 +156,7 @@ def run_seed(cfg: StudyConfig) -> dict[str, Any]:
     }
     val_pts = _run(fixed | {repr(k): r for k, r in grid.items()}, val)
     val_fixed = {k: val_pts[k] for k in fixed}
-    chosen = {}
+    chosen: dict[str, dict[str, Any]] = {}
     for arm in trained:
         pts = {
             tau: {d0: val_pts[repr((arm, tau, d0))] for d0 in cfg.delta0_grid} for tau in cfg.taus
