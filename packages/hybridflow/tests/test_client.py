@@ -168,3 +168,38 @@ def test_fault_injecting_server_ledger_matches_client_totals():
     seen = [o for r in results for rec in r.records for o in rec.outcomes]
     assert {"http_500", "http_429", "broken_stream", "timeout"} <= set(seen)
     assert all(r.answer is not None or r.failed for r in results)
+
+
+def test_a_stream_cancelled_mid_way_is_billed_as_the_server_bills_it():
+    """A deadline that cancels a call after text arrived: the client keeps an estimated attempt of
+    the prompt and the text delivered, and that equals what the server billed for the disconnect."""
+    from hybridflow.sim import CLOUD, EDGE, PLANNER, LocalServer, make_tasks, sim_app, sim_endpoints
+
+    app = sim_app({m.name: m for m in (EDGE, CLOUD, PLANNER)}, time_scale=1.0)
+    msgs = [{"role": "user", "content": make_tasks(1, seed=3, parts=(4, 4))[0].query}]
+    with LocalServer(app) as server:
+        ep = sim_endpoints(server)["planner"]
+
+        async def go():
+            billed, client = [], ChatClient(ep, FAST, seed=0)
+            task = asyncio.current_task()
+            try:
+                await client.complete(
+                    msgs, on_text=lambda piece: task.cancel(), on_attempt=billed.append
+                )
+            except asyncio.CancelledError:
+                pass
+            finally:
+                await client.aclose()
+            for _ in range(200):  # the server notices the disconnect on its own loop
+                if app.state.ledger.outcomes:
+                    break
+                await asyncio.sleep(0.01)
+            return billed
+
+        billed = asyncio.run(go())
+    ledger = app.state.ledger
+    assert ledger.outcomes == ["disconnect"]
+    assert [a.outcome for a in billed] == ["cancelled"] and billed[0].estimated
+    assert billed[0].prompt_tokens == estimate_chat_tokens(msgs)
+    assert billed[0].prompt_tokens + billed[0].completion_tokens == ledger.total() > 0

@@ -70,7 +70,12 @@ def test_repair_rules_are_exact():
         (4, (1, 2, 3), 1),
         (6, (2,), 5),
     ]
-    assert dag.repairs == ["step 6: dropped unknown Rely [5]"]
+    assert dag.repairs == [
+        "step 3: Difficulty 12 clipped to 9",
+        "step 4: Difficulty 0 clipped to 1",
+        "step 6: Difficulty 'x' is not an integer, read as 5",
+        "step 6: dropped unknown Rely [5]",
+    ]
 
 
 def test_switches():
@@ -166,3 +171,15 @@ def test_dispatch_order_is_deps_then_id():
     )
     assert [s.id for s in ready_steps(dag, set(), set())] == [1, 2, 5]
     assert [s.id for s in ready_steps(dag, {1, 2, 5}, {1, 2})] == [4, 3]
+
+
+def test_an_unreadable_or_out_of_range_difficulty_is_a_recorded_repair():
+    dag = TaskDAG.from_plan_xml(
+        '<Plan><Step ID="1" Task="a" Difficulty="hard"/><Step ID="2" Task="b" Difficulty="42" Rely="1"/>'
+        '<Step ID="3" Task="c" Difficulty="4" Rely="2"/></Plan>'
+    )
+    assert [s.difficulty for s in dag.steps] == [5, 9, 4]
+    assert dag.repairs == [
+        "step 1: Difficulty 'hard' is not an integer, read as 5",
+        "step 2: Difficulty 42 clipped to 9",
+    ]

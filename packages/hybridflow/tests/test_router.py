@@ -3,9 +3,12 @@ import itertools
 import numpy as np
 import pytest
 from hybridflow import (
+    ConstantRouter,
     QueryRouter,
+    RandomRouter,
     Subtask,
     SubtaskProfile,
+    TaskDAG,
     ThresholdRouter,
     UtilityRouter,
     adaptive_threshold,
@@ -208,3 +211,65 @@ def test_routellm_model_string_threshold():
     routellm = pytest.importorskip("routellm")  # noqa: F841  (heavy; present only with the peers extra)
     qr = QueryRouter(HashingEmbedder(8)).fit(["a", "b"], [0.0, 1.0]).with_threshold(0.11593)
     assert qr.threshold_ == 0.11593
+
+
+def _steps():
+    return TaskDAG.from_plan_xml(
+        '<Plan><Step ID="1" Task="first" Difficulty="1"/><Step ID="2" Task="mid" Difficulty="1" Rely="1"/>'
+        '<Step ID="3" Task="last" Difficulty="1" Rely="2"/></Plan>'
+    ).steps
+
+
+def test_a_non_finite_embedding_raises_so_the_step_goes_to_the_cloud():
+    router = UtilityRouter(HashingEmbedder(16), seed=0).fit(_profiles(32), epochs=1)
+    router.embedder = CallableEmbedder(lambda texts: np.full((len(texts), 16), np.nan), 16)
+    with pytest.raises(RuntimeError, match="non-finite"):
+        router.route("q", _steps()[1], tokens_used=0, elapsed_s=0)
+
+
+def test_hard_rule_steps_report_p_cloud_one_for_every_router():
+    utility = UtilityRouter(HashingEmbedder(16), delta0=0.9, seed=0).fit(_profiles(32), epochs=1)
+    first, _, last = _steps()
+    for router in (
+        utility,
+        ThresholdRouter(5),
+        RandomRouter(0.2),
+        ConstantRouter("edge", force_cloud_first_last=True),
+    ):
+        for step, is_last in ((first, False), (last, True)):
+            decision = router.route("q", step, tokens_used=0, elapsed_s=0, is_last=is_last)
+            assert (decision.target, decision.p_cloud) == ("cloud", 1.0), type(router).__name__
+            assert decision.rule is not None
+
+
+def test_random_router_draws_its_probability_and_repeats_under_a_seed():
+    steps = [Subtask(2, f"task {i}", (1,), 5) for i in range(1)]
+    queries = [f"q{i}" for i in range(2000)]
+    for p in (0.0, 0.2, 0.8, 1.0):
+        router = RandomRouter(p, seed=3)
+        routes = [router.route(q, steps[0], tokens_used=0, elapsed_s=0).target for q in queries]
+        share = routes.count("cloud") / len(routes)
+        assert abs(share - p) <= 4 * np.sqrt(p * (1 - p) / len(routes)) + 1e-12  # binomial, 4 s.d.
+        again = [
+            RandomRouter(p, seed=3).route(q, steps[0], tokens_used=0, elapsed_s=0).target
+            for q in queries
+        ]
+        assert routes == again
+    with pytest.raises(ValueError, match="p must be in"):
+        RandomRouter(1.5)
+
+
+def test_constant_router_sends_everything_to_its_target():
+    mid = _steps()[1]
+    assert ConstantRouter("edge").route("q", mid, tokens_used=0, elapsed_s=0).target == "edge"
+    first = ConstantRouter("edge").route("q", _steps()[0], tokens_used=0, elapsed_s=0)
+    assert (first.target, first.p_cloud) == ("edge", 0.0)  # no hard rules by default
+    assert ConstantRouter("cloud").route("q", mid, tokens_used=0, elapsed_s=0).p_cloud == 1.0
+    with pytest.raises(ValueError, match="'edge' or 'cloud'"):
+        ConstantRouter("gpu")
+
+
+@pytest.mark.parametrize("bad", ["5", 5.0, True, None])
+def test_threshold_router_refuses_a_non_integer_at_construction(bad):
+    with pytest.raises(TypeError, match="threshold must be an int"):
+        ThresholdRouter(bad)

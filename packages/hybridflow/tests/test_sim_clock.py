@@ -96,3 +96,36 @@ def test_the_fixture_has_easy_and_hard_steps_the_planner_partly_misjudges():
     )  # informative, but far from the truth: room for a router that reads the text
     true = np.array(true)
     assert 0.5 < np.mean(true == 1) < 0.8 and np.mean(true >= 4) > 0.15  # mostly easy, some hard
+
+
+def test_real_sockets_on_the_simulated_clock_raise_clearly():
+    from hybridflow import ChatClient, RetryPolicy
+
+    async def go():
+        client = ChatClient(ModelEndpoint("m", "http://127.0.0.1:9/v1"), RetryPolicy(), seed=0)
+        try:
+            await client.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await client.aclose()
+
+    with pytest.raises(RuntimeError, match="real sockets, which need the wall clock"):
+        run_virtual(go())
+
+
+def test_run_virtual_cancels_the_tasks_left_running():
+    left = []
+
+    async def forever():
+        try:
+            await asyncio.sleep(1e9)
+        except asyncio.CancelledError:
+            left.append("cancelled")
+            raise
+
+    async def go():
+        asyncio.get_running_loop().create_task(forever())
+        await asyncio.sleep(1.0)
+        return "done"
+
+    assert run_virtual(go()) == "done"
+    assert left == ["cancelled"]

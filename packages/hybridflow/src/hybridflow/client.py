@@ -32,7 +32,8 @@ def clock() -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Attempt:
-    """One HTTP attempt: ``outcome`` is "ok", "http_<status>", "timeout", "connection" or "broken_stream"."""
+    """One HTTP attempt: ``outcome`` is "ok", "http_<status>", "timeout", "connection", "broken_stream"
+    or "cancelled" (the caller cancelled it mid-stream; tokens estimated)."""
 
     outcome: str
     prompt_tokens: int
@@ -184,6 +185,13 @@ class ChatClient:
         pipeline re-reserves the budget there) and a False ends the call with :class:`CallFailed`.
         The concurrency slot is held per attempt, not across backoff sleeps.
         """
+        if getattr(asyncio.get_running_loop(), "simulated_clock", False):
+            # Its clock jumps past every timeout while a socket waits, so each call would "time out".
+            raise RuntimeError(
+                f"{self.endpoint.name}: ChatClient talks to real sockets, which need the wall clock; "
+                "hybridflow.sim.run_virtual / VirtualTimeLoop serve in-process simulated clients only "
+                "(client_factory=sim_client_factory(...)); use asyncio.run here"
+            )
         msgs = [dict(m) for m in messages]
         cap = max_tokens or self.endpoint.max_tokens
         attempts: list[Attempt] = []
@@ -208,6 +216,12 @@ class ChatClient:
                 queue_s += clock() - queued
                 try:
                     text, usage, ttft, seconds = await self._once(msgs, cap, sink)
+                except asyncio.CancelledError:
+                    # Cancelled mid-stream (the query's deadline): the server bills the prompt and
+                    # what it streamed, so the bill keeps an estimate of both before unwinding.
+                    if delivered:
+                        billed(self._estimated_attempt("cancelled", msgs, "".join(delivered)))
+                    raise
                 except (self._openai.APIError, self._httpx.TransportError, _BrokenStream) as error:
                     attempt, wait, retryable = self._failed_attempt(error, msgs, "".join(delivered))
                     billed(attempt)
@@ -271,12 +285,16 @@ class ChatClient:
             outcome = "connection"
         else:  # another SDK error (a malformed response): not a transient fault
             return Attempt("error", 0, 0, False, 0.0, 0.0), None, False
-        # A stream that broke after content was billed for the prompt and what was sent; the server
-        # reports no usage then, so both are estimates. One that failed before any content: nothing.
+        return self._estimated_attempt(outcome, msgs, text), None, True
+
+    def _estimated_attempt(self, outcome: str, msgs: list[dict[str, str]], text: str) -> Attempt:
+        """A stream that ended after content is billed for the prompt and what was sent; the server
+        reports no usage then, so both are estimates. One that ended before any content: nothing."""
         prompt = estimate_chat_tokens(msgs) if text else 0
         completion = estimate_tokens(text)
-        cost = self.endpoint.cost(prompt, completion)
-        return Attempt(outcome, prompt, completion, True, 0.0, cost), None, True
+        return Attempt(
+            outcome, prompt, completion, True, 0.0, self.endpoint.cost(prompt, completion)
+        )
 
     async def _once(
         self, msgs: list[dict[str, str]], cap: int, sink: Callable[[str], None]

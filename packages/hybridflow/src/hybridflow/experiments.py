@@ -176,13 +176,3 @@ def predicted_saving(plan_xml: str, exec_s: dict[int, float]) -> float:
         return float("nan")
     path = dag.critical_path({k: exec_s[k] for k in dag.ids})
     return 1.0 - sum(exec_s[i] for i in path) / sum(exec_s[i] for i in dag.ids)
-
-
-def interpolated_gain(
-    curve: Sequence[tuple[float, float]], points: Sequence[tuple[float, float]]
-) -> list[float]:
-    """Accuracy of ``curve`` (cost, acc), linearly interpolated at each point's cost, minus the point's;
-    points outside the curve's cost range are skipped."""
-    xs, ys = zip(*sorted(curve), strict=False)
-    lo, hi = min(xs), max(xs)
-    return [float(np.interp(c, xs, ys)) - a for c, a in points if lo <= c <= hi]

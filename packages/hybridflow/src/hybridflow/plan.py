@@ -199,7 +199,7 @@ class TaskDAG:
         if not task:
             raise PlanError(f"step {step_id} has no Task", tag)
         deps = self._sanitised_deps(step_id, attrs.get("Rely", ""), tag)
-        difficulty = self._difficulty(attrs.get("Difficulty"))
+        difficulty = self._difficulty(step_id, attrs.get("Difficulty"))
         step = Subtask(step_id, task, deps, difficulty, _token_hint(attrs.get("Token")))
         self._add(step, tag)
         return step
@@ -223,14 +223,23 @@ class TaskDAG:
             return previous
         return tuple(sorted(set(d for d in deps if d >= 1)))
 
-    def _difficulty(self, raw: str | None) -> int:
+    def _difficulty(self, step_id: int, raw: str | None) -> int:
         if self.random_threshold is not None:
             t = self.random_threshold
             return int(self._rng.choice([min(9, t + 1), max(1, t - 1)]))
         if not self.use_difficulty:
             return DEFAULT_DIFFICULTY
         value = _parse_int(raw)
-        return DEFAULT_DIFFICULTY if value is None else min(9, max(1, value))
+        if value is None:
+            if raw is not None:  # present but unreadable ("hard"): repaired, and recorded
+                self.repairs.append(
+                    f"step {step_id}: Difficulty {raw!r} is not an integer, read as {DEFAULT_DIFFICULTY}"
+                )
+            return DEFAULT_DIFFICULTY
+        clipped = min(9, max(1, value))
+        if clipped != value:
+            self.repairs.append(f"step {step_id}: Difficulty {value} clipped to {clipped}")
+        return clipped
 
     def _add(self, step: Subtask, tag: str) -> None:
         if step.id in self._by_id:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from hybridflow.routing_study import THRESHOLDS, StudyConfig
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report
 
@@ -27,39 +28,11 @@ from shared_core.report import Report
 # well above the event loop's own cost; one of them also runs over loopback HTTP (the openai SDK).
 SIM_SCALE = 0.05
 SMOKE_SCALE = 0.01
-THRESHOLDS = (1, 2, 3, 4, 5, 6, 8, 10)
 B_MAX = (384, 768, 1536, 2048, 3072, 8192)
-RANDOM_P = (0.2, 0.5, 0.8)
 BOOT = 300
 DEFAULT_B = 2048  # the official inference default of B_max
-DELTA0 = (-0.1, 0.1, 0.2, 0.3)
-# The quality-label router (lambda_t = lambda_k = 0: the label is the accuracy gain alone) scores
-# higher, so its delta0 sweep sits higher; TAU_SHARP is a near-hard threshold beside the official 0.1.
-Q_DELTA0 = (0.3, 0.4, 0.5, 0.6, 0.7)
-TAU_SHARP = 0.02
-QUALITY_LABEL: dict[str, Any] = {"lambda_t": 0.0, "lambda_k": 0.0}
-
-
-class TrueDifficultyRouter:
-    """The fixture's ceiling: the fixed threshold applied to the TRUE difficulty the simulator draws
-    answers from, not to the planner's noisy Difficulty. If even this cannot beat the fixed-threshold
-    curve by 2 s.e., no router can show dominance on this fixture."""
-
-    def __init__(self, threshold: int) -> None:
-        from hybridflow.router import ThresholdRouter
-
-        self.inner = ThresholdRouter(threshold)
-
-    def route(self, question: str, subtask: Any, **kw: Any) -> Any:
-        import dataclasses
-
-        from hybridflow.sim import _PART, Part
-
-        match = _PART.search(subtask.task)
-        if match is not None:
-            part = Part(match.group(1), int(match.group(2)), match.group(3), int(match.group(4)))
-            subtask = dataclasses.replace(subtask, difficulty=part.difficulty)
-        return self.inner.route(question, subtask, **kw)
+# The router claims (held-out tau/delta0, several seeds) are in hybridflow.routing_study.
+SEEDS = 3
 
 
 def _flow(eps: dict[str, Any], router: Any, scale: float, **kw: Any) -> Any:
@@ -96,7 +69,7 @@ def _models() -> dict[str, Any]:
 
 
 def _sweep_routers(args: ReproduceArgs, routers: dict[str, Any]) -> dict[str, Any]:
-    from hybridflow.router import ConstantRouter, RandomRouter, ThresholdRouter, UtilityRouter
+    from hybridflow.router import ConstantRouter, ThresholdRouter, UtilityRouter
 
     settings: dict[str, Any] = {}
     for t in args.pick(smoke=(3, 6, 10), quick=THRESHOLDS, full=THRESHOLDS):
@@ -104,24 +77,6 @@ def _sweep_routers(args: ReproduceArgs, routers: dict[str, Any]) -> dict[str, An
     for b in args.pick(smoke=(768, DEFAULT_B), quick=B_MAX, full=B_MAX):
         emb = routers["adaptive"].embedder
         settings[f"adaptive B={b}"] = UtilityRouter.load(routers["path"], emb, b_max=b)
-        settings[f"shuffled B={b}"] = UtilityRouter.load(routers["shuffled_path"], emb, b_max=b)
-    # The same tuning effort as the threshold's own sweep: delta0 is swept too, not left at 0.
-    for b in args.pick(smoke=(), quick=(768, DEFAULT_B), full=(768, DEFAULT_B)):
-        for d0 in DELTA0:
-            emb = routers["adaptive"].embedder
-            settings[f"adaptive B={b} d0={d0:+.2f}"] = UtilityRouter.load(
-                routers["path"], emb, b_max=b, delta0=d0
-            )
-    for d0 in args.pick(smoke=(0.5,), quick=Q_DELTA0, full=Q_DELTA0):
-        emb = routers["adaptive"].embedder
-        q, qs = routers["quality_path"], routers["quality_shuffled_path"]
-        settings[f"qlabel d0={d0:.2f}"] = UtilityRouter.load(q, emb, delta0=d0)
-        settings[f"qsharp d0={d0:.2f}"] = UtilityRouter.load(q, emb, delta0=d0, tau=TAU_SHARP)
-        settings[f"qshuffled d0={d0:.2f}"] = UtilityRouter.load(qs, emb, delta0=d0, tau=TAU_SHARP)
-    for t in args.pick(smoke=(3, 6), quick=THRESHOLDS, full=THRESHOLDS):
-        settings[f"oracle t={t}"] = TrueDifficultyRouter(t)
-    for p in args.pick(smoke=(0.2, 0.8), quick=RANDOM_P, full=RANDOM_P):
-        settings[f"random p={p}"] = RandomRouter(p, seed=0)
     settings["HF all-edge"] = ConstantRouter("edge")
     settings["HF all-cloud"] = ConstantRouter("cloud")
     for frac in (0.25, 0.5, 0.75):
@@ -185,7 +140,7 @@ def _experiment(args: ReproduceArgs) -> dict[str, Any]:
     from hybridflow.sim import LocalServer, make_tasks, sim_app, sim_endpoints
 
     n_train = args.pick(smoke=12, quick=500, full=2000)
-    n_eval = args.pick(smoke=4, quick=800, full=2000)
+    n_eval = args.pick(smoke=4, quick=200, full=2000)
     n_lat = args.pick(smoke=3, quick=24, full=100)
     train_tasks = make_tasks(n_train, seed=1000 + args.seed)
     eval_tasks = make_tasks(n_eval, seed=2000 + args.seed)
@@ -193,19 +148,11 @@ def _experiment(args: ReproduceArgs) -> dict[str, Any]:
     profiles = profiles_for(train_tasks)
     epochs = args.pick(smoke=2, quick=30, full=30)
     adaptive = train_router(profiles, seed=args.seed, epochs=epochs)
-    shuffled = train_router(profiles, shuffle=True, seed=args.seed, epochs=epochs)
-    quality = train_router(profiles, seed=args.seed, epochs=epochs, **QUALITY_LABEL)
-    quality_shuffled = train_router(
-        profiles, shuffle=True, seed=args.seed, epochs=epochs, **QUALITY_LABEL
-    )
     ckpt = args.out / "checkpoints"
     ckpt.mkdir(parents=True, exist_ok=True)
     routers = {
         "adaptive": adaptive,
         "path": adaptive.save(ckpt / "router.npz"),
-        "shuffled_path": shuffled.save(ckpt / "router-shuffled.npz"),
-        "quality_path": quality.save(ckpt / "router-quality.npz"),
-        "quality_shuffled_path": quality_shuffled.save(ckpt / "router-quality-shuffled.npz"),
         "query": query_router(train_tasks, args.seed),
         "calib": train_tasks,
     }
@@ -227,35 +174,12 @@ def _experiment(args: ReproduceArgs) -> dict[str, Any]:
 
 
 # -- claims --------------------------------------------------------------------------------------
-def _curve(
-    sweeps: dict[str, Any], prefix: str, idx: np.ndarray | None = None
-) -> list[tuple[float, float]]:
-    pts = []
-    for name, arm in sweeps.items():
-        if name.startswith(prefix):
-            c, a = np.asarray(arm["cloud_tokens"]), np.asarray(arm["correct"])
-            if idx is not None:
-                c, a = c[idx], a[idx]
-            pts.append((float(c.mean()), float(a.mean())))
-    return pts
-
-
-def _dominance(sweeps: dict[str, Any], prefix: str, seed: int) -> tuple[float, float, int]:
-    """Mean accuracy gain of ``prefix``'s curve over the fixed-threshold points at equal cloud tokens,
-    its paired-bootstrap s.e. over queries, and how many fixed points it was measured at."""
-    from hybridflow.experiments import interpolated_gain
-
-    n = len(next(iter(sweeps.values()))["correct"])
-    gains = interpolated_gain(_curve(sweeps, prefix), _curve(sweeps, "fixed"))
-    rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(BOOT):
-        idx = rng.integers(0, n, n)
-        g = interpolated_gain(_curve(sweeps, prefix, idx), _curve(sweeps, "fixed", idx))
-        if g:
-            boots.append(np.mean(g))
-    mean = float(np.mean(gains)) if gains else float("nan")
-    return mean, float(np.std(boots)) if boots else float("nan"), len(gains)
+def _curve(sweeps: dict[str, Any], prefix: str) -> list[tuple[float, float]]:
+    return [
+        (float(np.mean(arm["cloud_tokens"])), float(np.mean(arm["correct"])))
+        for name, arm in sweeps.items()
+        if name.startswith(prefix)
+    ]
 
 
 def _best_utility(
@@ -332,20 +256,6 @@ def _claim_latency(report: Report, lat: dict[str, Any]) -> None:
 
 def _claim_routing(report: Report, sw: dict[str, Any], seed: int) -> None:
     n = len(sw["HF all-cloud"]["correct"])
-    for prefix, name, note in (
-        ("adaptive", "adaptive_dominates_fixed_threshold", "held if the mean gain exceeds 2 s.e."),
-        ("random", "control_random_router_dominates_fixed", "negative control: expected not held"),
-        ("shuffled", "control_shuffled_label_router_dominates_fixed", "negative control: router trained on permuted quality labels; expected not held"),
-        ("qlabel", "quality_label_router_dominates_fixed", "the router trained on the accuracy gain alone (lambda_t = lambda_k = 0), official tau 0.1, delta0 swept; held if the mean gain exceeds 2 s.e."),
-        ("qsharp", "quality_label_router_sharp_dominates_fixed", f"the same router with tau {TAU_SHARP} (near-hard threshold); held if the mean gain exceeds 2 s.e."),
-        ("qshuffled", "control_quality_label_shuffled_dominates_fixed", f"negative control: the quality-label router trained on permuted labels, tau {TAU_SHARP}; expected not held"),
-        ("oracle", "ceiling_true_difficulty_threshold_dominates_fixed", "the fixture's headroom: a threshold on the TRUE difficulty; if not held, the fixture cannot show any router's dominance"),
-    ):  # fmt: skip
-        gain, se, points = _dominance(sw, prefix, seed)
-        held = bool(gain > 2 * se) if np.isfinite(se) else False
-        report.claim(name, "mean accuracy gain at equal cloud tokens", gain, 0.0, direction="higher",
-                     baseline_name="fixed-threshold curve", held=held, samples=n,
-                     note=f"{note}; s.e. {se:.4f} (paired bootstrap over queries), {points} fixed points in range")  # fmt: skip
     ref = float(np.mean(sw["HF all-cloud"]["cloud_tokens"]))
     diff, se = _utility_gap(sw, ref, seed)
     report.claim("adaptive_best_utility_above_fixed", "best utility over the sweep [GUESS definition]",
@@ -367,20 +277,81 @@ def _claim_routing(report: Report, sw: dict[str, Any], seed: int) -> None:
                  samples=n, note="the whole query answered directly by the cloud model, no plan")  # fmt: skip
 
 
-def _figures(report: Report, sw: dict[str, Any]) -> None:
+_STUDY_CLAIMS = (
+    ("adaptive", "adaptive_dominates_fixed_threshold", "the router with the official label (lambda_t 0.5, lambda_k 0.001)"),
+    ("qlabel", "quality_label_router_dominates_fixed", "the router trained on the accuracy gain alone (lambda_t = lambda_k = 0)"),
+    ("random", "control_random_router_dominates_fixed", "negative control (p 0.2/0.5/0.8, not tuned); expected not held"),
+    ("shuffled", "control_shuffled_label_router_dominates_fixed", "negative control: the official-label router trained on permuted quality labels; expected not held"),
+    ("qshuffled", "control_quality_label_shuffled_dominates_fixed", "negative control: the quality-label router trained on permuted labels; expected not held"),
+)  # fmt: skip
+
+
+def _claim_study(report: Report, study: list[dict[str, Any]]) -> None:
+    """Router claims over seeds: per seed the mean gain at equal cloud tokens over the fixed points in
+    the router's range (tau and delta0 chosen on validation), then mean and s.e. across seeds."""
+    from hybridflow.routing_study import across_seeds, gains_at, seed_gains
+
+    for prefix, name, what in _STUDY_CLAIMS:
+        per = [seed_gains(r, prefix) for r in study]
+        gain, se = across_seeds([g for g, _, _ in per])
+        ceil, ceil_se = across_seeds([c for _, c, _ in per])
+        held = bool(gain > 2 * se) if np.isfinite(se) else False
+        picks = "; ".join(
+            f"seed {r['seed']}: tau {r['chosen'][prefix]['tau']}, {len(r['chosen'][prefix]['delta0'])} delta0 "
+            f"(val gain {r['chosen'][prefix]['val_gain']:+.4f})"
+            for r in study
+            if prefix in r["chosen"]
+        )
+        report.claim(name, "mean accuracy gain at equal cloud tokens (test tasks)", gain, 0.0,
+                     direction="higher", baseline_name="fixed-threshold curve", held=held, samples=len(study),
+                     note=f"{what}; per-seed gains {', '.join(f'{g:+.4f}' for g, _, _ in per)}, s.e. {se:.4f} "
+                          f"across {len(study)} seeds; fixed points in range {[k for _, _, k in per]}; the ceiling "
+                          f"over the same points {ceil:+.4f} (s.e. {ceil_se:.4f}); {picks}")  # fmt: skip
+    interior = []
+    for r in study:
+        fixed = {k: tuple(v) for k, v in r["test"].items() if k.startswith("fixed")}
+        ends = {min(fixed, key=lambda k: fixed[k][0]), max(fixed, key=lambda k: fixed[k][0])}
+        oracle = [tuple(v) for k, v in r["test"].items() if k.startswith("oracle ")]
+        g = gains_at(oracle, {k: v for k, v in fixed.items() if k not in ends})
+        # nan (and so not held) where the ceiling's range misses every interior point (--smoke)
+        interior.append(float(np.mean(list(g.values()))) if g else float("nan"))
+    gain, se = across_seeds(interior)
+    report.claim("ceiling_true_difficulty_threshold_dominates_fixed", "mean accuracy gain at equal cloud tokens (test tasks)",
+                 gain, 0.0, direction="higher", baseline_name="fixed-threshold curve",
+                 held=bool(gain > 2 * se) if np.isfinite(se) else False, samples=len(study),
+                 note=f"the fixture's headroom: a threshold on the TRUE difficulty, over the interior fixed points "
+                      f"(the two ends are equal by construction); per-seed {', '.join(f'{g:+.4f}' for g in interior)}, "
+                      f"s.e. {se:.4f} across seeds")  # fmt: skip
+
+
+def _study(args: ReproduceArgs) -> list[dict[str, Any]]:
+
+    from hybridflow.routing_study import run_study
+
+    k = args.pick(smoke=2, quick=SEEDS, full=5)
+    smoke: dict[str, Any] = {
+        "thresholds": (3, 6, 10),
+        "delta0_grid": (0.3, 0.5),
+        "random_p": (0.2, 0.8),
+    }
+    cfgs = [
+        StudyConfig(args.seed + i, n_train=args.pick(smoke=12, quick=250, full=2000),
+                    n_val=args.pick(smoke=3, quick=50, full=400), n_test=args.pick(smoke=4, quick=120, full=1000),
+                    epochs=args.pick(smoke=2, quick=30, full=30), **(smoke if args.size == "smoke" else {}))
+        for i in range(k)
+    ]  # fmt: skip
+    workers = 1 if args.size == "smoke" else k  # niced; the seeds' CPU is what it is either way
+    return run_study(cfgs, workers)
+
+
+def _figures(report: Report, sw: dict[str, Any], study: list[dict[str, Any]]) -> None:
     from shared_core.report import subplots
 
     fig, ax = subplots(figsize=(6, 4))
-    for prefix, style in (
-        ("fixed", "o-"),
-        ("adaptive", "s-"),
-        ("random", "x--"),
-        ("shuffled", "d:"),
-        ("oracle", "^-."),
-        ("qsharp", "v-"),
-        ("qshuffled", "<:"),
-    ):
-        pts = sorted(_curve(sw, prefix))
+    test = study[0]["test"]
+    for prefix, style in (("fixed", "o-"), ("oracle", "^-."), ("adaptive", "s-"), ("qlabel", "v-"),
+                          ("random", "x--"), ("shuffled", "d:"), ("qshuffled", "<:")):  # fmt: skip
+        pts = sorted(tuple(v) for k, v in test.items() if k.startswith(prefix + " "))
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=prefix)
     for name in ("edge-only (direct)", "cloud-only (direct)"):
         ax.plot(
@@ -392,7 +363,8 @@ def _figures(report: Report, sw: dict[str, Any]) -> None:
     report.figure(
         "accuracy_cost",
         fig,
-        "Accuracy against cloud tokens: router sweeps and single-model baselines",
+        f"Accuracy against cloud tokens on seed {study[0]['seed']}'s test tasks (tau and delta0 chosen "
+        "on validation); direct single-model answers from the seed-0 sweep",
     )
 
 
@@ -410,13 +382,29 @@ def run(args: ReproduceArgs) -> Report:
         _sim_arms,
         _latency_arms,
         _direct,
-        TrueDifficultyRouter,
         _flow,
         _models,
         *_modules(),
     ]
-    result = report.cached("experiment", lambda: _experiment(args), code=code)
+    import concurrent.futures
+
+    import hybridflow.routing_study
+
+    # The router study runs its seeds in worker processes; the seed-0 sweep and the latency arms
+    # run here meanwhile.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(
+            report.cached, "routing-study", lambda: _study(args),
+            code=[_study, hybridflow.routing_study, *_modules()],
+        )  # fmt: skip
+        result = report.cached("experiment", lambda: _experiment(args), code=code)
+        study = pending.result()
     sw, lat = result["sweeps"], result["latency"]
+    report.table("routing_choices", [
+        {"seed": r["seed"], "router": arm, "tau": c["tau"], "delta0": " ".join(map(str, c["delta0"])),
+         "validation_gain": round(c["val_gain"], 4)}
+        for r in study for arm, c in r["chosen"].items()
+    ])  # fmt: skip
     ref = float(np.mean(sw["HF all-cloud"]["cloud_tokens"]))
     rows = [
         {
@@ -442,8 +430,9 @@ def run(args: ReproduceArgs) -> Report:
         ],
     )
     _claim_latency(report, lat)
+    _claim_study(report, study)
     _claim_routing(report, sw, args.seed)
-    _figures(report, sw)
+    _figures(report, sw, study)
     return report
 
 

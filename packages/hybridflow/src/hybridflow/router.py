@@ -216,6 +216,10 @@ class UtilityRouter:
             raise ValueError(
                 f"embedder returned shape {emb.shape}, expected ({len(texts)}, {self.embedder.dim})"
             )
+        if not np.isfinite(emb).all():
+            # A RuntimeError: the pipeline's official rule sends a step the router cannot score to
+            # the cloud (flagged); a NaN score would otherwise lose every draw and go to the edge.
+            raise RuntimeError(f"embedder returned non-finite values for {texts[0][:60]!r}")
         meta = np.stack(
             [
                 meta_features(q, s, is_last=last)
@@ -260,8 +264,8 @@ class UtilityRouter:
         delta = float(adaptive_threshold(r_b, r_l, self.delta0, self.alpha_b, self.alpha_l))
         p = float(p_cloud(s, delta, self.tau))
         rule = _hard_rule(subtask, is_last, self.force_cloud_first_last)
-        if rule is not None:
-            return RouteDecision("cloud", p, s, delta, rule)
+        if rule is not None:  # p_cloud 1, as the baselines report for a hard-rule step
+            return RouteDecision("cloud", 1.0, s, delta, rule)
         draw = _step_rng(self.seed, question, subtask.id).random()
         return RouteDecision("cloud" if draw < p else "edge", p, s, delta)
 
@@ -371,6 +375,8 @@ class ThresholdRouter(_RuleRouter):
     """The official fixed threshold: cloud iff the planner's Difficulty >= ``threshold``."""
 
     def __init__(self, threshold: int = 5, *, force_cloud_first_last: bool = True) -> None:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, np.integer)):
+            raise TypeError(f"threshold must be an int in 1..10, got {threshold!r}")
         if not 1 <= threshold <= 10:
             raise ValueError(f"threshold must be in 1..10 (10 = never cloud), got {threshold}")
         self.threshold = threshold

@@ -37,17 +37,64 @@ def _chunk(
     return f"data: {json.dumps(body)}\n\n"
 
 
+def _openai_message(message: Any, i: int) -> Any:
+    """One OpenAI chat message as ``{"role", "content": str}``: content given as a list of text parts
+    is joined, and the ``developer`` role (OpenAI's newer name for system) reads as ``system``."""
+    if not isinstance(message, dict):
+        return message  # check_history names the type
+    content = message.get("content")
+    if isinstance(content, list):
+        texts = []
+        for j, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            if kind != "text" or not isinstance(part.get("text"), str):
+                raise ValueError(
+                    f"messages[{i}].content[{j}] must be a text part "
+                    f'({{"type": "text", "text": ...}}), got type {kind!r}'
+                )
+            texts.append(part["text"])
+        content = "".join(texts)
+    role = "system" if message.get("role") == "developer" else message.get("role")
+    return {**message, "role": role, "content": content}
+
+
 def split_conversation(messages: Any) -> tuple[str, tuple[dict[str, str], ...]]:
     """The question (the last message, which must be a non-empty user turn) and the turns before it."""
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list of chat messages")
-    history = check_history(messages, "messages")
+    history = check_history([_openai_message(m, i) for i, m in enumerate(messages)], "messages")
     last = history[-1]
     if last["role"] != "user" or not last["content"].strip():
         raise ValueError(
             f"the last message must be a non-empty user message, got role {last['role']!r}"
         )
     return last["content"], history[:-1]
+
+
+def check_request(body: Any) -> tuple[str, tuple[dict[str, str], ...]]:
+    """Validate a chat-completions body before any model runs; the question and its history."""
+    if not isinstance(body, dict):
+        raise ValueError(f"the request body must be a JSON object, got {type(body).__name__}")
+    if body.get("model", MODEL_NAME) != MODEL_NAME:
+        raise LookupError(f"model must be {MODEL_NAME!r}, got {body.get('model')!r}")
+    if not isinstance(body.get("stream", False), bool):
+        raise ValueError(f"stream must be true or false, got {body['stream']!r}")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise ValueError(f"stream_options must be an object, got {type(options).__name__}")
+    return split_conversation(body.get("messages"))
+
+
+def _error(message: str, status: int, kind: str) -> Any:
+    """An OpenAI-style error. ``x-should-retry: false`` stops the openai SDK's automatic retries,
+    which would otherwise re-run the whole query (every model call billed again) on a 5xx."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": None}},
+        status_code=status,
+        headers={"x-should-retry": "false"},
+    )
 
 
 def serve(flow: HybridFlow, *, chunk_chars: int = 16) -> Any:
@@ -58,7 +105,7 @@ def serve(flow: HybridFlow, *, chunk_chars: int = 16) -> Any:
     """
     try:
         from fastapi import FastAPI, Request
-        from fastapi.responses import JSONResponse, StreamingResponse
+        from fastapi.responses import StreamingResponse
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
             "serve() needs pip install 'hybridflow[fastapi]'", name=error.name
@@ -73,17 +120,24 @@ def serve(flow: HybridFlow, *, chunk_chars: int = 16) -> Any:
         }
 
     async def chat(request: Any) -> Any:
-        body = await request.json()
-        if body.get("model", MODEL_NAME) != MODEL_NAME:
-            return JSONResponse(
-                {"error": {"message": f"model must be {MODEL_NAME!r}, got {body.get('model')!r}"}},
-                status_code=404,
-            )
         try:
-            query, history = split_conversation(body.get("messages"))
+            body = json.loads(await request.body())
+        except (UnicodeDecodeError, ValueError) as error:
+            return _error(f"the request body is not JSON: {error}", 400, "invalid_request_error")
+        try:
+            query, history = check_request(body)
+        except LookupError as error:
+            return _error(str(error.args[0]), 404, "invalid_request_error")
         except (TypeError, ValueError) as error:
-            return JSONResponse({"error": {"message": str(error)}}, status_code=400)
-        result = await flow.arun(query, history=history)
+            return _error(str(error), 400, "invalid_request_error")
+        try:
+            result = await flow.arun(query, history=history)
+        except (
+            Exception
+        ) as error:  # reported to the caller, never retried: a retry re-runs the query
+            return _error(
+                f"HybridFlow failed: {type(error).__name__}: {error}", 500, "server_error"
+            )
         totals = result.totals()
         usage = {
             "prompt_tokens": totals["prompt_tokens"],
@@ -91,9 +145,11 @@ def serve(flow: HybridFlow, *, chunk_chars: int = 16) -> Any:
             "total_tokens": totals["total_tokens"],
         }
         if result.answer is None:
-            return JSONResponse(
-                {"error": {"message": f"HybridFlow produced no answer (flags: {result.flags})"}},
-                status_code=502,
+            failed = "; ".join(f"step {r.id}: {r.error}" for r in result.records if r.error)
+            return _error(
+                f"HybridFlow produced no answer (flags: {result.flags}; {failed or 'no step error'})",
+                502,
+                "server_error",
             )
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         if not body.get("stream"):

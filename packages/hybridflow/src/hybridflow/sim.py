@@ -566,6 +566,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     :func:`run_virtual` runs a coroutine on it.
     """
 
+    simulated_clock = True  # ChatClient refuses to open real sockets on it
+
     def __init__(self) -> None:
         super().__init__()
         self._virtual_now = 0.0
@@ -588,6 +590,12 @@ def run_virtual(coro: Any) -> Any:
     try:
         return loop.run_until_complete(coro)
     finally:
+        # as asyncio.run does: tasks left running are cancelled and awaited before the loop closes
+        leftover = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in leftover:
+            task.cancel()
+        if leftover:  # gather() of nothing would make its future on another loop
+            loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
