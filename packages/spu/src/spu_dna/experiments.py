@@ -56,11 +56,15 @@ def build(name: str, length: int, d_model: int = 64) -> nn.Module:
 def run_one(model_name: str, task_name: str, settings: dict[str, Any], seed: int) -> dict[str, Any]:
     """Train ``model_name`` on a fresh draw of ``task_name`` and score it on held-out sequences."""
     length, n_train, n_test = settings["length"], settings["n_train"], settings["n_test"]
-    data = TASKS[task_name](n=n_train + n_test, length=length, seed=seed)
+    options = settings.get("task_options", {}).get(task_name, {})
+    data = TASKS[task_name](n=n_train + n_test, length=length, seed=seed, **options)
     train, test = data.split(n_train)
     torch.manual_seed(seed)
     model = build(model_name, length)
-    protocol = Protocol(lr=settings["lr"], epochs=settings["epochs"], batch_size=settings["batch"])
+    protocol = Protocol(
+        lr=settings["lr"], epochs=settings["epochs"], batch_size=settings["batch"],
+        warmup=settings.get("warmup", Protocol.warmup),
+    )  # fmt: skip
     seconds = fit(model, train, protocol, seed=seed)
     scores = evaluate(model, test)
     scores.update(
