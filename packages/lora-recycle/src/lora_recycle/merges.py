@@ -58,16 +58,30 @@ def ties_merge(
     return merged.reshape(deltas.shape[1:])
 
 
-def tsv_merge(deltas: torch.Tensor, rank: int) -> torch.Tensor:
-    """Task-Singular-Vector merge of ``deltas`` (K, out, in) keeping ``rank`` triplets per expert."""
+def tsv_merge(
+    deltas: torch.Tensor, rank: int, ranks: Sequence[int] | None = None
+) -> torch.Tensor:
+    """Task-Singular-Vector merge of ``deltas`` (K, out, in) keeping ``rank`` triplets per expert.
+
+    Expert i keeps at most ``ranks[i]`` triplets (its LoRA rank, when known) and never one with
+    ``s <= eps·max(out, in)·s_max`` (its numerical rank): past an expert's rank the singular vectors
+    are arbitrary null-space directions, and orthogonalising them with the real ones makes the merge
+    numerical noise.
+    """
+    eps = torch.finfo(deltas.dtype).eps if deltas.dtype.is_floating_point else 0.0
     us, ss, vs = [], [], []
-    for delta in deltas.double():
+    for i, delta in enumerate(deltas.double()):
         u, s, vh = torch.linalg.svd(delta, full_matrices=False)
-        r = min(rank, s.shape[0])
+        cap = rank if ranks is None else min(rank, ranks[i])
+        numerical = int((s > eps * max(delta.shape) * s[0]).sum()) if s.numel() else 0
+        r = min(cap, numerical)
         us.append(u[:, :r])
         ss.append(s[:r])
         vs.append(vh[:r])
-    u_stack, s_stack, v_stack = torch.cat(us, 1), torch.cat(ss), torch.cat(vs, 0)
+    s_stack = torch.cat(ss)
+    if s_stack.numel() == 0:
+        return torch.zeros_like(deltas[0])
+    u_stack, v_stack = torch.cat(us, 1), torch.cat(vs, 0)
     uu, _, uvh = torch.linalg.svd(u_stack, full_matrices=False)
     vu, _, vvh = torch.linalg.svd(v_stack.T, full_matrices=False)
     u_perp, v_perp = uu @ uvh, (vu @ vvh).T
@@ -99,13 +113,14 @@ def merge_task_vectors(
     ``experts`` is a pool (or list of :class:`LoraExpert`) or a list of ``{module: ΔW}`` dicts.
     An expert lacking a module contributes a zero ΔW there. ``avg`` divides by K, ``sum`` does not;
     ``ties`` / ``dare_ties`` use ``density`` and ``majority_sign``; ``tsv`` keeps ``tsv_rank``
-    singular triplets per expert.
+    singular triplets per expert, capped at the expert's LoRA rank (its numerical rank for ΔW dicts).
     """
     _check(method, density, tsv_rank, majority_sign)
     items = list(experts)
     if not items:
         raise ValueError("merge_task_vectors got no experts")
-    tvs = task_vectors(items) if isinstance(items[0], LoraExpert) else [dict(t) for t in items]  # type: ignore[arg-type, call-overload]
+    is_lora = isinstance(items[0], LoraExpert)
+    tvs = task_vectors(items) if is_lora else [dict(t) for t in items]  # type: ignore[arg-type, call-overload]
     modules = list(dict.fromkeys(m for tv in tvs for m in tv))
     generator = torch.Generator().manual_seed(seed)
     merged: TaskVector = {}
@@ -117,7 +132,12 @@ def merge_task_vectors(
         elif method == "sum":
             merged[module] = stack.sum(0)
         elif method == "tsv":
-            merged[module] = tsv_merge(stack, tsv_rank)
+            lora_ranks = (
+                [e.factors[module][0].shape[0] if module in e.factors else 0 for e in items]  # type: ignore[union-attr]
+                if is_lora
+                else None
+            )
+            merged[module] = tsv_merge(stack, tsv_rank, lora_ranks)
         else:
             merged[module] = ties_merge(
                 stack, density, majority_sign, generator, dare=method == "dare_ties"
