@@ -58,9 +58,7 @@ def ties_merge(
     return merged.reshape(deltas.shape[1:])
 
 
-def tsv_merge(
-    deltas: torch.Tensor, rank: int, ranks: Sequence[int] | None = None
-) -> torch.Tensor:
+def tsv_merge(deltas: torch.Tensor, rank: int, ranks: Sequence[int] | None = None) -> torch.Tensor:
     """Task-Singular-Vector merge of ``deltas`` (K, out, in) keeping ``rank`` triplets per expert.
 
     Expert i keeps at most ``ranks[i]`` triplets (its LoRA rank, when known) and never one with
