@@ -161,3 +161,10 @@ def test_pool_input_equals_expert_list():
     pool = LoraPool.from_experts(experts, make_mlp())
     for m, d in merge_task_vectors(pool, "ties").items():
         assert torch.equal(d, merge_task_vectors(experts, "ties")[m])
+
+
+def test_ties_keeps_exactly_the_density_share_when_magnitudes_tie():
+    # 4 equal magnitudes, density 0.5: keep 2, as peft's topk does (a >= threshold kept all 4)
+    delta = torch.tensor([[1.0, -1.0, 1.0, 1.0]])
+    merged = merge_task_vectors([{"m": delta}], "ties", density=0.5)["m"]
+    assert int(torch.count_nonzero(merged)) == 2

@@ -48,8 +48,10 @@ def ties_merge(
         trimmed = torch.where(keep.to(flat.device), flat / density, torch.zeros_like(flat))
     else:
         n_keep = max(1, round(density * flat.shape[1]))
-        threshold = flat.abs().kthvalue(flat.shape[1] - n_keep + 1, dim=1, keepdim=True).values
-        trimmed = torch.where(flat.abs() >= threshold, flat, torch.zeros_like(flat))
+        # exactly n_keep entries per expert (as peft's topk): a >= kth-value threshold keeps every tie
+        top = flat.abs().topk(n_keep, dim=1).indices
+        keep = torch.zeros_like(flat, dtype=torch.bool).scatter_(1, top, True)
+        trimmed = torch.where(keep, flat, torch.zeros_like(flat))
     votes = trimmed.sum(0) if majority_sign == "total" else trimmed.sign().sum(0)
     elected = torch.where(votes >= 0, 1.0, -1.0).to(flat.dtype)
     agree = (trimmed != 0) & (trimmed.sign() == elected)
