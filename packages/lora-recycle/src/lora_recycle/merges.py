@@ -119,8 +119,9 @@ def merge_task_vectors(
     items = list(experts)
     if not items:
         raise ValueError("merge_task_vectors got no experts")
+    loras = [e for e in items if isinstance(e, LoraExpert)]
     is_lora = isinstance(items[0], LoraExpert)
-    tvs = task_vectors(items) if is_lora else [dict(t) for t in items]  # type: ignore[arg-type, call-overload]
+    tvs = task_vectors(loras) if is_lora else [dict(t) for t in items]  # type: ignore[call-overload]
     modules = list(dict.fromkeys(m for tv in tvs for m in tv))
     generator = torch.Generator().manual_seed(seed)
     merged: TaskVector = {}
@@ -133,7 +134,7 @@ def merge_task_vectors(
             merged[module] = stack.sum(0)
         elif method == "tsv":
             lora_ranks = (
-                [e.factors[module][0].shape[0] if module in e.factors else 0 for e in items]  # type: ignore[union-attr]
+                [e.factors[module][0].shape[0] if module in e.factors else 0 for e in loras]
                 if is_lora
                 else None
             )
