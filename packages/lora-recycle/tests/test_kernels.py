@@ -45,3 +45,23 @@ def test_backward_matches_reference():
         grads[backend] = [leaf.grad for leaf in leaves]
     for got, want in zip(grads["triton"], grads["torch"], strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_backward_skips_the_frozen_factors():
+    # A_cat and B_cat are frozen buffers outside π-Tuning: the backward must neither compute nor
+    # return their gradients (it used to run all four GEMMs, review o9).
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(7, 16, generator=g).to(DEVICE).requires_grad_()
+    a, b = torch.randn(12, 16, generator=g).to(DEVICE), torch.randn(9, 12, generator=g).to(DEVICE)
+    m = torch.randn(12, generator=g).to(DEVICE).requires_grad_()
+    grads = {}
+    for backend in ("torch", "triton"):
+        out = lora_cat_forward(x, a, m, b, backend=backend).square().sum()
+        grads[backend] = torch.autograd.grad(out, (x, m))
+    for got, want in zip(grads["triton"], grads["torch"], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        lora_cat_forward(x, a, m, b, backend="triton").sum().backward()
+    if DEVICE == "cpu":  # the backward's GEMMs run in torch: g @ B and (g B ⊙ m) @ A only
+        assert sum(e.count for e in prof.key_averages() if e.key == "aten::mm") == 2
+    assert a.grad is None and b.grad is None

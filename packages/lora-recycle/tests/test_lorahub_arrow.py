@@ -99,10 +99,27 @@ def test_arrow_routes_to_the_best_aligned_expert():
         get_arrow_model(make_mlp(), LoraPool.from_experts([e], make_mlp()), top_k=0)
 
 
-def test_lorahub_names_the_numpy_incompatibility(monkeypatch):
-    pytest.importorskip("nevergrad")
-    import lora_recycle.lorahub as lorahub
+def test_lorahub_one_expert_runs_a_grid_on_the_bounds():
+    # NGOpt fails on a 1-D array with numpy >= 2.4 (nevergrad 1.0.12): one weight runs a grid search
+    # that starts at 0 and otherwise evaluates budget - 1 evenly spaced points on the bounds.
+    expert = _expert("a", 1, scaling=0.5)
+    teacher = apply_task_vector(make_mlp(), merge_task_vectors([expert], "sum"))
+    x = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        target = teacher(x)
 
-    monkeypatch.setattr(lorahub, "_numpy_allows_size1_float", lambda: False)
-    with pytest.raises(RuntimeError, match=r"numpy<2\.4"):
-        lorahub_optimize(make_mlp(), [_expert("a", 1)], _loss_fn(), budget=2)
+    def mse_to_teacher(model):  # zero exactly at w² = 1
+        return float(torch.nn.functional.mse_loss(model(x), target))
+
+    result = lorahub_optimize(make_mlp(), [expert], mse_to_teacher, budget=14, l1=0.0)
+    assert result.optimizer == "grid" and result.evaluations == 14
+    # the grid -1.5, -1.25, ..., 1.5 holds the true weight; A and B both scale by w, so ΔW = w²BA: ±1
+    assert np.abs(result.weights).tolist() == [1.0]
+    base = lorahub_optimize(make_mlp(), [expert], mse_to_teacher, budget=1)
+    assert base.weights.tolist() == [0.0] and base.evaluations == 1
+
+
+def test_lorahub_ngopt_runs_on_this_numpy():
+    pytest.importorskip("nevergrad")
+    result = lorahub_optimize(make_mlp(), [_expert("a", 1), _expert("b", 2)], _loss_fn(), budget=6)
+    assert result.optimizer == "NGOpt" and result.evaluations == 6

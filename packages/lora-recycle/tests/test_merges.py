@@ -57,6 +57,33 @@ def test_tsv_single_expert_is_exact_and_orthogonal_experts_sum():
     torch.testing.assert_close(out, d1 + d2, atol=1e-6, rtol=0)
 
 
+def _rank4_experts(noise=0.0):
+    g = torch.Generator().manual_seed(3)
+    experts = []
+    for i in range(5):
+        a = torch.randn(4, 64, generator=g, dtype=torch.float64)
+        b = torch.randn(64, 4, generator=g, dtype=torch.float64)
+        a = a + noise * torch.randn(a.shape, generator=g, dtype=torch.float64)
+        b = b + noise * torch.randn(b.shape, generator=g, dtype=torch.float64)
+        experts.append(LoraExpert(f"e{i}", {"m": (a, b)}, 1.0))
+    return experts
+
+
+@pytest.mark.parametrize("tsv_rank", [8, 16])
+def test_tsv_rank_past_the_lora_rank_is_the_lora_rank_and_stable(tsv_rank):
+    # Past an expert's rank its singular vectors are arbitrary null directions: without the cap a
+    # 1e-12 perturbation changed the merge by O(1) and tsv_rank 8 differed from 4 (review o3).
+    ref = merge_task_vectors(_rank4_experts(), "tsv", tsv_rank=4)["m"]
+    merged = merge_task_vectors(_rank4_experts(), "tsv", tsv_rank=tsv_rank)["m"]
+    noisy = merge_task_vectors(_rank4_experts(1e-12), "tsv", tsv_rank=tsv_rank)["m"]
+    assert float((merged - ref).norm() / ref.norm()) < 1e-12
+    assert float((noisy - merged).norm() / merged.norm()) < 1e-8
+    # ΔW dicts carry no LoRA rank: the numerical rank (s > eps·max(shape)·s_max) caps instead
+    deltas = [{"m": d["m"]} for d in task_vectors(_rank4_experts())]
+    from_deltas = merge_task_vectors(deltas, "tsv", tsv_rank=tsv_rank)["m"]
+    assert float((from_deltas - ref).norm() / ref.norm()) < 1e-8
+
+
 def test_avg_sum_identical_and_missing_modules():
     e = _expert("e", 1)
     avg = merge_task_vectors([e, e, e], "avg")
@@ -134,3 +161,10 @@ def test_pool_input_equals_expert_list():
     pool = LoraPool.from_experts(experts, make_mlp())
     for m, d in merge_task_vectors(pool, "ties").items():
         assert torch.equal(d, merge_task_vectors(experts, "ties")[m])
+
+
+def test_ties_keeps_exactly_the_density_share_when_magnitudes_tie():
+    # 4 equal magnitudes, density 0.5: keep 2, as peft's topk does (a >= threshold kept all 4)
+    delta = torch.tensor([[1.0, -1.0, 1.0, 1.0]])
+    merged = merge_task_vectors([{"m": delta}], "ties", density=0.5)["m"]
+    assert int(torch.count_nonzero(merged)) == 2

@@ -103,6 +103,27 @@ def test_to_lora_roundtrip_through_peft(llama_pool, ids, tmp_path):
         model.to_lora(rank=0)
 
 
+def test_save_pretrained_writes_a_peft_adapter_folder(llama_pool, ids, tmp_path):
+    # save_pretrained used to fall through __getattr__ to the base model's and write a checkpoint
+    # that reloads as the base model (review o10); it now saves to_lora(), as PeftModel does.
+    from peft import PeftModel
+
+    model = get_adaptive_merge_model(make_llama(), llama_pool, presets.adamerging().config)
+    _set_logits(model, 0.3)
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+    folder = model.save_pretrained(tmp_path / "saved")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]
+    loaded = PeftModel.from_pretrained(make_llama(), str(folder)).eval()
+    with torch.no_grad():
+        got = loaded(input_ids=ids).logits
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+        assert not torch.allclose(got, make_llama()(input_ids=ids).logits, atol=1e-3)
+
+
 def _llama_pool_modules(pool):
     return len(pool.modules)
 

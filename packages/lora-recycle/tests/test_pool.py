@@ -7,6 +7,7 @@ import torch
 from lora_recycle import (
     AdapterError,
     IncompatibleAdapterError,
+    LoraExpert,
     LoraPool,
     NonFiniteAdapterError,
     UnsupportedAdapterError,
@@ -124,3 +125,21 @@ def test_duplicates_empty_and_lm_head(adapter_dirs, tmp_path):
     head = _copy_with(adapter_dirs[0], tmp_path / "head", tensors=add_head)
     pool = LoraPool.from_pretrained([head], make_llama())
     assert "lm_head" not in pool[0].factors and pool.filter_report()["lm_head_dropped"] == [head]
+
+
+def test_nan_alpha_and_non_finite_in_memory_experts():
+    from lora_recycle.adapters import scaling_from_config
+
+    for alpha in (float("nan"), float("inf"), 0.0):
+        with pytest.raises(ValueError, match="lora_alpha must be a finite number > 0"):
+            scaling_from_config({"lora_alpha": alpha}, 4)
+    base = make_llama()
+    module = "model.layers.0.self_attn.q_proj"
+    linear = base.get_submodule(module)
+    a, b = torch.randn(2, linear.in_features), torch.randn(linear.out_features, 2)
+    bad_b = b.clone()
+    bad_b[0, 0] = float("inf")
+    with pytest.raises(NonFiniteAdapterError, match=r"bad.*q_proj\.lora_B"):
+        LoraPool.from_experts([LoraExpert("bad", {module: (a, bad_b)}, 1.0)], base)
+    with pytest.raises(NonFiniteAdapterError, match="scaling"):
+        LoraPool.from_experts([LoraExpert("bad", {module: (a, b)}, float("nan"))], base)

@@ -113,6 +113,8 @@ def test_training_moves_coefficients_and_improves():
         ({"lr": -1.0}, "lr"),
         ({"max_steps": 0}, "max_steps"),
         ({"grad_accum": 0}, "grad_accum"),
+        ({"warmup_ratio": 1.0}, "warmup_ratio"),  # transformers would read it as 1 warmup step
+        ({"warmup_ratio": -0.1}, "warmup_ratio"),
     ],
 )
 def test_bad_training_arguments(kwargs, match):

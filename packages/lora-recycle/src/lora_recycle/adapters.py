@@ -65,8 +65,8 @@ class LoraExpert:
 def scaling_from_config(config: Mapping[str, Any], rank: int) -> float:
     """``lora_alpha / r``, or ``lora_alpha / sqrt(r)`` for rsLoRA (spec §2.1)."""
     alpha = float(config.get("lora_alpha", rank))
-    if alpha <= 0:
-        raise ValueError(f"lora_alpha must be > 0, got {alpha}")
+    if not math.isfinite(alpha) or alpha <= 0:  # NaN <= 0 is False: NaN would pass a bare check
+        raise ValueError(f"lora_alpha must be a finite number > 0, got {alpha}")
     return alpha / (math.sqrt(rank) if config.get("use_rslora") else rank)
 
 

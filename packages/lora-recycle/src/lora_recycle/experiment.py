@@ -1,7 +1,8 @@
 """The reproduction's arms on the synthetic hub: one target task in, test accuracies out.
 
-Every trained arm gets the same learning-rate grid and keeps the lr of its best validation loss
-(20 held-out target examples), so no arm is tuned more than another.
+Each trained arm keeps the lr of its best validation loss (20 held-out target examples) on its grid:
+the adaptive arms share ``Budget.lrs``, the target LoRA has ``Budget.target_lrs``, π-Tuning its preset
+lr and 10× (its A/B train too); LoraHub is gradient-free.
 """
 
 from __future__ import annotations

@@ -139,15 +139,24 @@ if HAS_TRITON:
             return y.reshape(*x.shape[:-1], b.shape[0])
 
         @staticmethod
-        def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            # Only the gradients autograd asks for: A_cat and B_cat are frozen buffers in every preset
+            # but π-Tuning, and their two GEMMs are as large as the rest of the backward together.
             x2, a, m, b, h = ctx.saved_tensors
+            need_x, need_a, need_m, need_b = ctx.needs_input_grad
             g = grad.reshape(-1, b.shape[0])
-            gb = g @ b  # (T, R): gradient w.r.t. h ⊙ m
-            grad_b = g.t() @ (h * m)
-            grad_m = (gb * h).sum(0)
-            gh = gb * m
-            grad_a = gh.t() @ x2
-            grad_x = (gh @ a).reshape(ctx.x_shape)
+            grad_x = grad_a = grad_m = grad_b = None
+            if need_b:
+                grad_b = g.t() @ (h * m)
+            if need_x or need_a or need_m:
+                gb = g @ b  # (T, R): gradient w.r.t. h ⊙ m
+                if need_m:
+                    grad_m = (gb * h).sum(0)
+                gh = gb * m
+                if need_a:
+                    grad_a = gh.t() @ x2
+                if need_x:
+                    grad_x = (gh @ a).reshape(ctx.x_shape)
             return grad_x, grad_a, grad_m, grad_b
 
     def lora_cat_triton(

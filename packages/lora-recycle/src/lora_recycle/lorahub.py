@@ -58,14 +58,13 @@ def lorahub_task_vector(experts: Sequence[LoraExpert], weights: Sequence[float])
     return {m: b @ a for m, (a, b) in lorahub_factors(experts, weights).items()}
 
 
-def _numpy_allows_size1_float() -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            float(np.zeros(1))
-        except TypeError:
-            return False
-    return True
+def _grid_search_1d(
+    objective: Callable[[np.ndarray], float], budget: int, bounds: tuple[float, float]
+) -> np.ndarray:
+    """The obvious search for one weight: 0 first (budget 1 returns the base), then a grid on the bounds."""
+    points = [0.0, *np.linspace(bounds[0], bounds[1], budget - 1).tolist()] if budget > 1 else [0.0]
+    values = [objective(np.array([x])) for x in points]
+    return np.array([points[int(np.argmin(values))]])
 
 
 def _minimise(
@@ -75,6 +74,10 @@ def _minimise(
     bounds: tuple[float, float],
     seed: int,
 ) -> tuple[np.ndarray, str]:
+    if k == 1:
+        # NGOpt on a 1-D array fails in nevergrad 1.0.12 (metamodel float() of a (1,) array, a TypeError
+        # since numpy 2.4, raised in a worker thread); one weight needs no metamodel: a grid is exact enough.
+        return _grid_search_1d(objective, budget, bounds), "grid"
     try:
         import nevergrad as ng
     except ImportError:
@@ -90,13 +93,6 @@ def _minimise(
             if f < best_f:
                 best_x, best_f = x, f
         return best_x, "random_search"
-    if not _numpy_allows_size1_float():
-        # nevergrad <= 1.0.12's metamodel calls float() on a (1,) array, a TypeError since numpy 2.4,
-        # raised inside one of its worker threads: the run then hangs instead of failing.
-        raise RuntimeError(
-            f"nevergrad {ng.__version__} cannot run NGOpt with numpy {np.__version__} "
-            "(float() of a 1-element array is an error since numpy 2.4): pip install 'numpy<2.4'"
-        )
     param = ng.p.Array(init=np.zeros(k), lower=bounds[0], upper=bounds[1])
     param.random_state = np.random.RandomState(seed)
     optimizer = ng.optimizers.NGOpt(parametrization=param, budget=budget)

@@ -48,8 +48,10 @@ def ties_merge(
         trimmed = torch.where(keep.to(flat.device), flat / density, torch.zeros_like(flat))
     else:
         n_keep = max(1, round(density * flat.shape[1]))
-        threshold = flat.abs().kthvalue(flat.shape[1] - n_keep + 1, dim=1, keepdim=True).values
-        trimmed = torch.where(flat.abs() >= threshold, flat, torch.zeros_like(flat))
+        # exactly n_keep entries per expert (as peft's topk): a >= kth-value threshold keeps every tie
+        top = flat.abs().topk(n_keep, dim=1).indices
+        keep = torch.zeros_like(flat, dtype=torch.bool).scatter_(1, top, True)
+        trimmed = torch.where(keep, flat, torch.zeros_like(flat))
     votes = trimmed.sum(0) if majority_sign == "total" else trimmed.sign().sum(0)
     elected = torch.where(votes >= 0, 1.0, -1.0).to(flat.dtype)
     agree = (trimmed != 0) & (trimmed.sign() == elected)
@@ -58,16 +60,28 @@ def ties_merge(
     return merged.reshape(deltas.shape[1:])
 
 
-def tsv_merge(deltas: torch.Tensor, rank: int) -> torch.Tensor:
-    """Task-Singular-Vector merge of ``deltas`` (K, out, in) keeping ``rank`` triplets per expert."""
+def tsv_merge(deltas: torch.Tensor, rank: int, ranks: Sequence[int] | None = None) -> torch.Tensor:
+    """Task-Singular-Vector merge of ``deltas`` (K, out, in) keeping ``rank`` triplets per expert.
+
+    Expert i keeps at most ``ranks[i]`` triplets (its LoRA rank, when known) and never one with
+    ``s <= eps·max(out, in)·s_max`` (its numerical rank): past an expert's rank the singular vectors
+    are arbitrary null-space directions, and orthogonalising them with the real ones makes the merge
+    numerical noise.
+    """
+    eps = torch.finfo(deltas.dtype).eps if deltas.dtype.is_floating_point else 0.0
     us, ss, vs = [], [], []
-    for delta in deltas.double():
+    for i, delta in enumerate(deltas.double()):
         u, s, vh = torch.linalg.svd(delta, full_matrices=False)
-        r = min(rank, s.shape[0])
+        cap = rank if ranks is None else min(rank, ranks[i])
+        numerical = int((s > eps * max(delta.shape) * s[0]).sum()) if s.numel() else 0
+        r = min(cap, numerical)
         us.append(u[:, :r])
         ss.append(s[:r])
         vs.append(vh[:r])
-    u_stack, s_stack, v_stack = torch.cat(us, 1), torch.cat(ss), torch.cat(vs, 0)
+    s_stack = torch.cat(ss)
+    if s_stack.numel() == 0:
+        return torch.zeros_like(deltas[0])
+    u_stack, v_stack = torch.cat(us, 1), torch.cat(vs, 0)
     uu, _, uvh = torch.linalg.svd(u_stack, full_matrices=False)
     vu, _, vvh = torch.linalg.svd(v_stack.T, full_matrices=False)
     u_perp, v_perp = uu @ uvh, (vu @ vvh).T
@@ -99,13 +113,15 @@ def merge_task_vectors(
     ``experts`` is a pool (or list of :class:`LoraExpert`) or a list of ``{module: ΔW}`` dicts.
     An expert lacking a module contributes a zero ΔW there. ``avg`` divides by K, ``sum`` does not;
     ``ties`` / ``dare_ties`` use ``density`` and ``majority_sign``; ``tsv`` keeps ``tsv_rank``
-    singular triplets per expert.
+    singular triplets per expert, capped at the expert's LoRA rank (its numerical rank for ΔW dicts).
     """
     _check(method, density, tsv_rank, majority_sign)
     items = list(experts)
     if not items:
         raise ValueError("merge_task_vectors got no experts")
-    tvs = task_vectors(items) if isinstance(items[0], LoraExpert) else [dict(t) for t in items]  # type: ignore[arg-type, call-overload]
+    loras = [e for e in items if isinstance(e, LoraExpert)]
+    is_lora = isinstance(items[0], LoraExpert)
+    tvs = task_vectors(loras) if is_lora else [dict(t) for t in items]  # type: ignore[call-overload]
     modules = list(dict.fromkeys(m for tv in tvs for m in tv))
     generator = torch.Generator().manual_seed(seed)
     merged: TaskVector = {}
@@ -117,7 +133,12 @@ def merge_task_vectors(
         elif method == "sum":
             merged[module] = stack.sum(0)
         elif method == "tsv":
-            merged[module] = tsv_merge(stack, tsv_rank)
+            lora_ranks = (
+                [e.factors[module][0].shape[0] if module in e.factors else 0 for e in loras]
+                if is_lora
+                else None
+            )
+            merged[module] = tsv_merge(stack, tsv_rank, lora_ranks)
         else:
             merged[module] = ties_merge(
                 stack, density, majority_sign, generator, dare=method == "dare_ties"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -213,6 +214,15 @@ class AdaptiveMergeModel(nn.Module):
                 for module, layer in self.adaptive_layers()
             }
         return export_lora(parts, rank)
+
+    def save_pretrained(self, save_directory: str | Path, rank: int | None = None) -> Path:
+        """Save the learned merge as a PEFT adapter folder (``to_lora(rank)``), as peft's
+        ``PeftModel.save_pretrained`` saves the adapter and not the base; load it with
+        ``PeftModel.from_pretrained(base, folder)``. For a full checkpoint, ``merge_and_unload()``
+        then the base model's own ``save_pretrained``."""
+        # Defined here: __getattr__ would otherwise forward to the base model's save_pretrained,
+        # which writes the wrapped layers' state dict under names no loader reads (review o10).
+        return self.to_lora(rank).save_pretrained(save_directory)
 
 
 def _replace(model: nn.Module, name: str, new: nn.Module) -> None:

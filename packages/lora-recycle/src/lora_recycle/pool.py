@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -19,7 +20,12 @@ from lora_recycle.adapters import (
     resolve_adapter_path,
     scaling_from_config,
 )
-from lora_recycle.errors import AdapterError, IncompatibleAdapterError, UnsupportedAdapterError
+from lora_recycle.errors import (
+    AdapterError,
+    IncompatibleAdapterError,
+    NonFiniteAdapterError,
+    UnsupportedAdapterError,
+)
 
 logger = logging.getLogger(__name__)
 OnIncompatible = Literal["raise", "skip"]
@@ -137,7 +143,11 @@ class LoraPool(Sequence[LoraExpert]):
 
     @classmethod
     def from_experts(cls, experts: Iterable[LoraExpert], base_model: nn.Module) -> LoraPool:
-        """A pool of experts built in memory (checked against ``base_model``'s linear shapes)."""
+        """A pool of experts built in memory (checked against ``base_model``'s linear shapes and, as
+        :meth:`from_pretrained` does, for NaN/Inf in the factors and the scaling)."""
+        experts = list(experts)
+        for expert in experts:
+            _check_finite(expert)
         return cls(experts, linear_shapes(base_model))
 
     # -- access --------------------------------------------------------------------------------
@@ -199,3 +209,16 @@ def _load_one(
     expert = LoraExpert(adapter_id, factors, scaling_from_config(config, ranks.pop()), config)
     check_compatible(expert, shapes)
     return expert
+
+
+def _check_finite(expert: LoraExpert) -> None:
+    if not math.isfinite(expert.scaling):
+        raise NonFiniteAdapterError(
+            expert.adapter_id, "non_finite", f"scaling {expert.scaling!r} is not finite"
+        )
+    for module, (a, b) in expert.factors.items():
+        for name, tensor in (("lora_A", a), ("lora_B", b)):
+            if not torch.isfinite(tensor).all():
+                raise NonFiniteAdapterError(
+                    expert.adapter_id, "non_finite", f"{module}.{name} holds NaN or Inf"
+                )

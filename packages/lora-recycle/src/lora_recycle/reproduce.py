@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
-from shared_core.report import Report
+from shared_core.report import Claim, Report
 
 TITLE = "The Appeal and Reality of Recycling LoRAs with Adaptive Merging (synthetic hub)"
 SIZES: dict[str, dict[str, Any]] = {
@@ -268,6 +268,27 @@ def _paired(results: list[dict[str, Any]], a: str, b: str) -> list[float]:
     return [r[a]["accuracy"] - r[b]["accuracy"] for r in results]
 
 
+def _equal_to_base(results: list[dict[str, Any]], arms: Sequence[str]) -> str:
+    """Why a closeness claim between ``arms`` is vacuous, or "": each arm is within 2 paired s.e. of
+    the base, so the claim could hold because no arm moved at all (coefficients stuck at 0)."""
+    gains = {arm: _mean_se(_paired(results, arm, "base")) for arm in arms}
+    if all(
+        abs(g) <= 2 * g_se for g, g_se in gains.values()
+    ):  # a NaN s.e. (one task) is not vacuous
+        return (
+            "vacuous: every compared arm is within 2 s.e. of the base ("
+            + ", ".join(f"{arm} − base {g:+.3f} ± {g_se:.3f}" for arm, (g, g_se) in gains.items())
+            + ")"
+        )
+    return ""
+
+
+def _close_claim(claim: Claim, vacuous: str) -> None:
+    """Report a closeness claim n/a (never held) when it compares arms that all equal the base."""
+    if vacuous:
+        claim.na, claim.held = vacuous, False
+
+
 def _claims(
     report: Report, results: list[dict[str, Any]], search: list[dict[str, Any]], prefix: str = ""
 ) -> None:
@@ -285,32 +306,44 @@ def _claims(
         samples=n,
         note=f"paired difference {d:+.3f} ± {se:.3f} (s.e.)",
     )
-    gaps = [abs(acc[f"select_{m}"] - acc["ours"]) for m in ("cosine", "evaluation")]
     lift, lift_se = _mean_se(_paired(results, "ours_related", "ours"))
-    report.claim(
-        prefix
-        + "the selection method changes little (cosine and evaluation within 0.03 of random)",
-        "test accuracy",
-        max(gaps),
-        0.0,
-        direction="close",
-        baseline_name="no change",
-        tolerance=CLOSE,
-        samples=n,
-        note="negative control: a related LoRA in the pool does move the same merge "
-        f"({lift:+.3f} ± {lift_se:.3f}), so the pool's content can matter here",
+    vacuous = _equal_to_base(results, ("ours", "select_cosine", "select_evaluation"))
+    gaps = {m: _mean_se(_paired(results, f"select_{m}", "ours")) for m in ("cosine", "evaluation")}
+    worst = max(abs(g) + 2 * g_se for g, g_se in gaps.values())
+    _close_claim(
+        report.claim(
+            prefix
+            + "the selection method changes little (cosine and evaluation within 0.03 of random)",
+            "test accuracy",
+            max(abs(g) for g, _ in gaps.values()),
+            0.0,
+            direction="close",
+            baseline_name="no change",
+            tolerance=CLOSE,
+            samples=n,
+            held=worst <= CLOSE,
+            note="paired gaps to random "
+            + ", ".join(f"{m} {g:+.3f} ± {g_se:.3f}" for m, (g, g_se) in gaps.items())
+            + f"; worst |gap| + 2 s.e. {worst:.3f}. Negative control: a related LoRA in the pool "
+            f"does move the same merge ({lift:+.3f} ± {lift_se:.3f}), so the pool's content can matter",
+        ),
+        vacuous,
     )
     d, se = _mean_se(_paired(results, "random_init", "ours"))
-    report.claim(
-        prefix + "random-init pool within 0.03 of the recycled pool",
-        "test accuracy",
-        acc["random_init"],
-        acc["ours"],
-        direction="close",
-        baseline_name="ours (recycled)",
-        tolerance=CLOSE,
-        samples=n,
-        note=f"paired difference {d:+.3f} ± {se:.3f}",
+    _close_claim(
+        report.claim(
+            prefix + "random-init pool within 0.03 of the recycled pool",
+            "test accuracy",
+            acc["random_init"],
+            acc["ours"],
+            direction="close",
+            baseline_name="ours (recycled)",
+            tolerance=CLOSE,
+            samples=n,
+            held=abs(d) + 2 * se <= CLOSE,
+            note=f"paired difference {d:+.3f} ± {se:.3f}; |d| + 2 s.e. {abs(d) + 2 * se:.3f}",
+        ),
+        _equal_to_base(results, ("ours", "random_init")),
     )
     report.claim(
         prefix + "a related LoRA in the pool lifts adaptive merging by ≥ 0.05 (and beyond 2 s.e.)",

@@ -124,6 +124,8 @@ def train_adaptive_merge(
     from transformers.trainer_callback import PrinterCallback
 
     _check(lr, max_steps, grad_accum, eval_every, valid_dataset, early_stopping_patience)
+    if not 0 <= warmup_ratio < 1:  # transformers reads warmup_steps >= 1 as a step count
+        raise ValueError(f"warmup_ratio must be in [0, 1), got {warmup_ratio!r}")
     result = TrainResult(best_step=0, best_eval_loss=math.inf, start_eval_loss=math.nan)
     callback = _callback(model, early_stopping_patience, result)
     with tempfile.TemporaryDirectory() as tmp:
