@@ -94,3 +94,66 @@ def test_half_precision_on_cpu_runs_the_fft_in_float32_and_warns_once(monkeypatc
     assert len(messages) == 1  # once, though two blocks run the FFT
     assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all()
     torch.testing.assert_close(logits.float(), reference, atol=0.05, rtol=0.05)
+
+
+@pytest.mark.parametrize("value", [2, 0.5, -1])
+def test_attention_mask_other_than_zero_and_one(value):
+    ids = torch.full((1, 12), 5)
+    mask = torch.ones(1, 12)
+    mask[0, 3] = value
+    with pytest.raises(ValueError, match=rf"only 0 and 1.*\[{value}"):
+        _model()(input_ids=ids, attention_mask=mask)
+    with pytest.raises(ValueError, match="only 0 and 1"):  # the block refuses it too
+        _model().blocks[0](torch.randn(1, 12, 16), mask)
+    bool_mask = torch.ones(1, 12, dtype=torch.bool)  # booleans are fine
+    assert _model()(input_ids=ids, attention_mask=bool_mask).last_hidden_state.shape == (1, 12, 16)
+
+
+def test_a_row_with_every_position_masked_is_named():
+    ids = torch.full((3, 12), 5)
+    mask = torch.ones(3, 12, dtype=torch.long)
+    mask[2] = 0
+    with pytest.raises(ValueError, match=r"row\(s\) \[2\]"):
+        _model()(input_ids=ids, attention_mask=mask)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_one_hot(bad):
+    one_hot = torch.zeros(1, 12, 4)
+    one_hot[0, 5, 1] = bad
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        _model()(one_hot=one_hot)
+
+
+@pytest.mark.parametrize("bad", [10, -1])
+def test_out_of_range_ids_name_the_value_and_the_vocabulary(bad):
+    ids = torch.full((1, 12), 5)
+    ids[0, 4] = bad
+    with pytest.raises(ValueError, match=rf"\[{bad}\].*vocab_size=10"):
+        _model()(input_ids=ids)
+
+
+def test_float_ids_are_refused():
+    with pytest.raises(ValueError, match=r"integer token ids in \[0, 10\).*float32"):
+        _model()(input_ids=torch.full((1, 12), 5.0))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        ("dpl_pad", "causal", "linear"),
+        ("spl_mode", "x", "residual"),
+        ("dpl_fusion", "sum", "gate"),
+        ("length_extrapolation", "clip", "interpolate"),
+    ],
+)
+def test_config_choices_are_checked_at_construction(field, value, allowed):
+    with pytest.raises(ValueError, match=rf"{field} must be one of \(.*'{allowed}'.*got '{value}'"):
+        SPUConfig(**{field: value})
+
+
+def test_config_sizes_are_checked_at_construction():
+    with pytest.raises(ValueError, match="dpl_max_len must be >= 1, got 0"):
+        SPUConfig(dpl_max_len=0)
+    with pytest.raises(ValueError, match="lpl_kernel must be >= 1, got 0"):
+        SPUConfig(lpl_kernel=0)

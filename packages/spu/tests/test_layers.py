@@ -196,3 +196,46 @@ def test_block_ablation_flags_remove_layers():
     assert no_spl(torch.randn(1, 10, 8))[1] is None
     with pytest.raises(ValueError, match="at least one"):
         SPUBlock(8, use_lpl=False, use_dpl_time=False, use_dpl_freq=False, use_spl=False)
+
+
+def test_lpl_without_softmax_uses_the_raw_generator_logits():
+    x = torch.randn(2, 10, 8)
+    raw = LocusPlasticity(8, kernel=5, groups=2, softmax=False)
+    expected = (x @ raw.generator.weight.T + raw.generator.bias).view(2, 10, 2, 5)
+    torch.testing.assert_close(raw.kernels(x), expected)
+    assert not torch.allclose(raw.kernels(x).sum(-1), torch.ones(2, 10, 2))
+    # negative control: with the softmax every kernel is a distribution over its taps
+    soft = LocusPlasticity(8, kernel=5, groups=2)
+    soft.load_state_dict(raw.state_dict())
+    torch.testing.assert_close(soft.kernels(x), expected.softmax(-1))
+
+
+def test_dpl_gate_fusion_weights_the_time_branch_by_the_gate():
+    dpl = DomainPlasticity(6, time_kernel=3, max_len=16).double()
+    x = torch.randn(2, 11, 6, dtype=torch.float64)
+    gate = torch.sigmoid(x @ dpl.fusion_gate.weight.T + dpl.fusion_gate.bias)
+    short = F.conv1d(
+        x.transpose(1, 2), dpl.time_conv.weight, dpl.time_conv.bias, padding=1, groups=6
+    )
+    y_time = short.transpose(1, 2) * torch.sigmoid(dpl.time_gate(x))
+    y_freq = dpl.freq_branch(x)
+    expected = dpl.out_proj(gate * y_time + (1 - gate) * y_freq)
+    torch.testing.assert_close(dpl(x), expected)
+    swapped = dpl.out_proj(gate * y_freq + (1 - gate) * y_time)
+    assert not torch.allclose(swapped, expected)  # the test tells the two fusions apart
+
+
+def test_spl_is_token_times_channel_saliency_times_x():
+    spl = SaliencyPlasticity(8, reduction=2).double()
+    x = torch.randn(3, 10, 8, dtype=torch.float64)
+    mask = torch.ones(3, 10)
+    mask[1, 6:] = 0
+    m = mask.double().unsqueeze(-1)
+    alpha = torch.sigmoid(x @ spl.token.weight.T + spl.token.bias).squeeze(-1) * mask
+    mean = (x * m).sum(1) / m.sum(1)
+    hidden = torch.relu(mean @ spl.squeeze.weight.T + spl.squeeze.bias)
+    beta = torch.sigmoid(hidden @ spl.excite.weight.T + spl.excite.bias)  # (B, d)
+    y, a = spl(x, mask)
+    torch.testing.assert_close(a, alpha.double())
+    torch.testing.assert_close(y, alpha.unsqueeze(-1) * beta.unsqueeze(1) * x)
+    assert (beta < 0.99).any()  # the channel factor is not a no-op here

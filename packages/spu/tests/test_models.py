@@ -125,3 +125,33 @@ def test_trainer_accepts_outputs(tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=False))
     pred = trainer.predict(data)
     assert pred.predictions.shape == (16, 2)
+
+
+def test_rc_equivariant_one_hot_logits_are_identical():
+    torch.manual_seed(0)
+    model = SPUForSequenceClassification(_config(rc_equivariant=True)).eval()
+    s = _seq(30, seed=5)
+
+    def hot(seq):
+        return torch.nn.functional.one_hot(torch.tensor(["ACGT".index(b) for b in seq]), 4)[None]
+
+    a = model(one_hot=hot(s).float()).logits
+    b = model(one_hot=hot(_revcomp(s)).float()).logits
+    assert torch.equal(a, b)
+    torch.testing.assert_close(a, model(**TOK([s], return_tensors="pt")).logits)
+
+
+def test_rc_equivariant_padded_batch():
+    torch.manual_seed(0)
+    model = SPUForSequenceClassification(_config(rc_equivariant=True)).eval()
+    seqs = [_seq(40, 6), _seq(27, 7)]
+    batch = TOK(seqs, padding=True, return_tensors="pt")
+    logits = model(**batch).logits
+    # the reverse complement of the whole padded batch (padding now in front), with its mask flipped
+    rc = model(
+        input_ids=reverse_complement_ids(batch["input_ids"]),
+        attention_mask=batch["attention_mask"].flip(1),
+    ).logits
+    assert torch.equal(logits, rc)
+    alone = model(**TOK([seqs[1]], return_tensors="pt")).logits
+    torch.testing.assert_close(logits[1:2], alone, atol=1e-5, rtol=1e-5)

@@ -6,6 +6,8 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from spu_dna.layers import EXTRAPOLATIONS, FUSIONS, PADS, SPL_MODES
+
 __all__ = ["SPUConfig"]
 
 POOLINGS = ("mean", "saliency")
@@ -58,8 +60,19 @@ class SPUConfig(PretrainedConfig):
             raise ValueError(
                 f"dpl_filter must be 'global' (the only filter built), got {dpl_filter!r}"
             )
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        choices = {
+            "pooling": (pooling, POOLINGS),
+            "dpl_pad": (dpl_pad, PADS),
+            "dpl_fusion": (dpl_fusion, FUSIONS),
+            "spl_mode": (spl_mode, SPL_MODES),
+            "length_extrapolation": (length_extrapolation, EXTRAPOLATIONS),
+        }
+        for name, (value, allowed) in choices.items():
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        for name, size in (("dpl_max_len", dpl_max_len), ("lpl_kernel", lpl_kernel)):
+            if size < 1:
+                raise ValueError(f"{name} must be >= 1, got {size}")
         if pooling == "saliency" and not use_spl:
             raise ValueError("pooling='saliency' needs use_spl=True")
         if d_model < 1 or n_layers < 1:

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 __all__ = [
     "channel_saliency",
     "check_kernel_shape",
+    "check_mask",
     "fft_conv",
     "fft_size",
     "fit_filter",
@@ -123,6 +124,24 @@ def fit_filter(
     parts = torch.view_as_real(spectrum).permute(0, 2, 1)  # (d, 2, F)
     resampled = F.interpolate(parts, size=n // 2 + 1, mode="linear", align_corners=True)
     return torch.view_as_complex(resampled.permute(0, 2, 1).contiguous()), n
+
+
+def check_mask(mask: torch.Tensor) -> None:
+    """Raise unless ``mask`` holds only 0 and 1 (or is boolean) and every row keeps a position: other
+    values would silently weight positions, and an empty row has no mean to take."""
+    if mask.dtype != torch.bool:
+        bad = mask[(mask != 0) & (mask != 1)]
+        if bad.numel():
+            raise ValueError(
+                f"attention_mask must hold only 0 and 1 (1 = real position), got values "
+                f"{sorted(set(bad.unique().tolist()))}"
+            )
+    empty = (mask == 0).all(dim=-1).nonzero().flatten()
+    if mask.dim() == 2 and empty.numel():
+        raise ValueError(
+            f"attention_mask masks every position of row(s) {empty.tolist()}: each sequence needs "
+            "at least one real position"
+        )
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

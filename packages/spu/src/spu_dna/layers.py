@@ -12,6 +12,7 @@ from torch import nn
 
 from spu_dna.functional import (
     channel_saliency,
+    check_mask,
     fft_conv,
     fft_size,
     fit_filter,
@@ -247,6 +248,8 @@ class SPUBlock(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if mask is not None:
+            check_mask(mask)
         alpha = None
         if self.spl_mode == "gate":
             h = self.norms[0](x)

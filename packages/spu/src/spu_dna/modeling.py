@@ -24,7 +24,7 @@ from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, SequenceClassifierOutput
 
 from spu_dna.configuration import SPUConfig
-from spu_dna.functional import masked_mean
+from spu_dna.functional import check_mask, masked_mean
 from spu_dna.layers import FILTER_INIT_STD, DomainPlasticity, SPUBlock
 from spu_dna.tokenizer import VOCAB, DNATokenizer, complement_permutation
 
@@ -83,6 +83,8 @@ def check_inputs(
                 f"{tuple(one_hot.shape)}{hint}"
             )
         length = one_hot.shape[1]
+        if not bool(torch.isfinite(one_hot).all()):
+            raise ValueError("one_hot holds NaN or Inf; expected finite base probabilities")
     else:
         assert input_ids is not None
         if input_ids.dim() != 2:
@@ -90,6 +92,7 @@ def check_inputs(
                 f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}"
             )
         length = input_ids.shape[1]
+        _check_ids(input_ids, config.vocab_size)
         if attention_mask is None and bool((input_ids == config.pad_token_id).any()):
             raise ValueError(
                 f"input_ids hold padding (id {config.pad_token_id}) but no attention_mask was given: "
@@ -109,7 +112,22 @@ def check_inputs(
         raise ValueError(
             f"attention_mask has shape {tuple(attention_mask.shape)}, expected (batch, length)"
         )
+    if attention_mask is not None:
+        check_mask(attention_mask)
     return length
+
+
+def _check_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
+    if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+        raise ValueError(
+            f"input_ids must be integer token ids in [0, {vocab_size}), got dtype {input_ids.dtype}"
+        )
+    bad = input_ids[(input_ids < 0) | (input_ids >= vocab_size)]
+    if bad.numel():
+        raise ValueError(
+            f"input_ids {sorted(set(bad.unique().tolist()))} are outside the vocabulary "
+            f"[0, {vocab_size}) (vocab_size={vocab_size})"
+        )
 
 
 class SPUPreTrainedModel(PreTrainedModel):
