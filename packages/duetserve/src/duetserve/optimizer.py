@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from duetserve.roofline import BatchStats, RooflineModel, Seq, features
+from duetserve.roofline import BatchStats, RooflineModel, Seq, feature_rows, features
 
 Mode = Literal["aggregated", "spatial"]
 # Why a plan is what it is: nothing to overlap, the mixed batch meets the SLO, the optimizer's split,
@@ -128,15 +128,19 @@ class PartitionOptimizer:
         self.objective = objective
         # Decode partitions: every multiple of the granularity leaving at least one step for prefill.
         self.candidates = np.arange(g, hw.n_sm - g + 1, g, dtype=np.int64)
-        # Reciprocal curves at [all SMs, decode candidates..., prefill remainders...]: one lookup.
-        grid = np.concatenate([[hw.n_sm], self.candidates, hw.n_sm - self.candidates])
-        self._inv_flops, self._inv_bw = model.inverse_curves(grid)
         c = self.candidates.size
-        self._inv_d = (self._inv_flops[1 : c + 1], self._inv_bw[1 : c + 1])
-        self._inv_p = (self._inv_flops[c + 1 :], self._inv_bw[c + 1 :])
-        # FLOPs rows then bytes rows: one product prices both parts of a batch.
-        self._costs = np.vstack(model.cost_matrices())
-        self._n_ops = model.cost_matrices()[0].shape[0]
+        inv_f, inv_b = model.inverse_curves(
+            np.concatenate([self.candidates, hw.n_sm - self.candidates, [hw.n_sm]])
+        )
+        # The reciprocal curves as a (1, 3, c) table per roof: row 0 the decode partitions n_d, row
+        # 1 the prefill remainders N - n_d, row 2 all N SMs (the mixed batch, repeated) so that one
+        # broadcast prices the three parts of an iteration on every candidate at once.
+        self._inv_f = np.stack([inv_f[:c], inv_f[c : 2 * c], np.full(c, inv_f[-1])])[None]
+        self._inv_b = np.stack([inv_b[:c], inv_b[c : 2 * c], np.full(c, inv_b[-1])])[None]
+        flops_m, bytes_m = model.cost_matrices()
+        # FLOPs rows then bytes rows: one product prices every part of a batch.
+        self._costs = np.vstack([flops_m, bytes_m])
+        self._n_ops = flops_m.shape[0]
 
     def __repr__(self) -> str:
         return (
@@ -189,34 +193,19 @@ class PartitionOptimizer:
     ) -> tuple[float, np.ndarray, np.ndarray]:
         """t_mix on all SMs, t_d on every candidate ``n_d``, t_p on every remainder ``N - n_d``.
 
-        The hot path of every iteration: one matrix product for both parts' FLOPs and bytes, then
-        the roofline max per operator and SM count (see :meth:`RooflineModel.latency_rows`)."""
-        fd, fp = features(d_stats), features(p_stats)
-        costs = self._costs @ np.stack([fd, fp], axis=1)  # (2 ops, 2): FLOPs rows, then bytes
+        The hot path of every iteration, a fixed handful of NumPy calls whatever the batch: one
+        matrix product gives the FLOPs and bytes of the decode part, the prefill part and the mixed
+        batch, then one broadcast takes the roofline max per operator, part and SM count
+        (see :meth:`RooflineModel.latency_rows`) and one sum adds the operators up."""
+        mix = d_stats + p_stats
+        costs = self._costs @ feature_rows(d_stats, p_stats, mix).T  # (2 ops, 3 parts)
         n = self._n_ops
-        flops, nbytes = costs[:n], costs[n:]
-        model = self.model
-        fixed_d, fixed_p = model.fixed_seconds(d_stats), model.fixed_seconds(p_stats)
-        mix = np.maximum(
-            (flops[:, 0] + flops[:, 1]) * self._inv_flops[0],
-            (nbytes[:, 0] + nbytes[:, 1]) * self._inv_bw[0],
-        ).sum()
-        t_mix = float(mix) + model.fixed_seconds(d_stats + p_stats)
-        t_d = (
-            np.maximum(
-                np.multiply.outer(flops[:, 0], self._inv_d[0]),
-                np.multiply.outer(nbytes[:, 0], self._inv_d[1]),
-            ).sum(axis=0)
-            + fixed_d
-        )
-        t_p = (
-            np.maximum(
-                np.multiply.outer(flops[:, 1], self._inv_p[0]),
-                np.multiply.outer(nbytes[:, 1], self._inv_p[1]),
-            ).sum(axis=0)
-            + fixed_p
-        )
-        return t_mix, t_d, t_p
+        per_op = np.maximum(costs[:n, :, None] * self._inv_f, costs[n:, :, None] * self._inv_b)
+        t = per_op.sum(axis=0)  # (3 parts, candidates)
+        fixed = self.model.fixed_seconds
+        t_d = t[0] + fixed(d_stats)
+        t_p = t[1] + fixed(p_stats)
+        return float(t[2, 0]) + fixed(mix), t_d, t_p
 
     def _best_split(
         self,
@@ -226,17 +215,22 @@ class PartitionOptimizer:
         t_p: np.ndarray,
         max_lookahead: int,
     ) -> tuple[int, int, float, float, float] | None:
-        n_d = self.candidates
         if self.lookahead is not None and self.lookahead <= max_lookahead:
-            ks = np.full(n_d.size, float(self.lookahead))
+            ks = np.full(t_d.size, float(self.lookahead))
         else:
             ks = np.ceil(t_p / t_d)  # >= 1: a prefill pass takes time
-        ok = (t_d <= self.tbt_slo_s) & (ks <= max_lookahead) & (ks * t_d >= t_p)
-        if not ok.any():
-            return None
         score = self.objective(ks, d_stats.decode_seqs, p_stats.prefill_tokens, t_d, t_p)
-        col = int(np.argmax(np.where(ok, score, -np.inf)))
-        return int(n_d[col]), int(ks[col]), float(t_d[col]), float(t_p[col]), float(score[col])
+        bad = (t_d > self.tbt_slo_s) | (ks > max_lookahead) | (ks * t_d < t_p)
+        col = int(np.where(bad, -np.inf, score).argmax())
+        if bad[col]:  # every candidate is infeasible
+            return None
+        return (
+            int(self.candidates[col]),
+            int(ks[col]),
+            float(t_d[col]),
+            float(t_p[col]),
+            float(score[col]),
+        )
 
     def prefill_cap(self, d_stats: BatchStats, prefills: Sequence[Seq]) -> tuple[int, float]:
         """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch with the
@@ -265,7 +259,7 @@ class PartitionOptimizer:
             rows[:, 5] += (taken * multi).sum(axis=1)  # prefill_tokens
             rows[:, 6] += ((ctx + taken) * multi).sum(axis=1)  # prefill_kv
             rows[:, 7] += (one | multi).sum(axis=1)  # sequences
-            return self.model.latency_rows(rows, self._inv_flops[:1], self._inv_bw[:1])[:, 0]
+            return self.model.latency_rows(rows, self._inv_f[0, 2, :1], self._inv_b[0, 2, :1])[:, 0]
 
         step = max(1, math.isqrt(total))  # two passes of about sqrt(total) caps each
         grid = np.unique(np.append(np.arange(0, total + 1, step), total)).astype(np.float64)
