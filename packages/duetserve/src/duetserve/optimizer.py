@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from duetserve.roofline import BatchStats, RooflineModel, Seq, feature_rows, features
+from duetserve.roofline import FEATURES, BatchStats, RooflineModel, Seq, feature_rows, features
 
 Mode = Literal["aggregated", "spatial"]
 # Why a plan is what it is: nothing to overlap, the mixed batch meets the SLO, the optimizer's split,
@@ -141,6 +141,13 @@ class PartitionOptimizer:
         # FLOPs rows then bytes rows: one product prices every part of a batch.
         self._costs = np.vstack([flops_m, bytes_m])
         self._n_ops = flops_m.shape[0]
+        # The fixed seconds (TP all-reduces per token, launch overhead once) as one more linear row,
+        # and the cost table of one chunk's basis (see prefill_cap).
+        fixed = np.zeros((1, flops_m.shape[1]))
+        fixed[0, FEATURES.index("tokens")] = model.fixed_seconds_per_token
+        fixed[0, FEATURES.index("has_tokens")] = hw.launch_overhead_s
+        self._costs_ext = np.vstack([self._costs, fixed])
+        self._cap_costs = np.vstack([_CAP_M0, _CAP_M1]) @ self._costs_ext.T
 
     def __repr__(self) -> str:
         return (
@@ -236,41 +243,95 @@ class PartitionOptimizer:
         """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch with the
         decodes ``d_stats`` meets the SLO (at least ``min_prefill_tokens``), and its prediction.
 
-        The features are piecewise linear in the cap, so a batch of caps is priced with one matrix
-        product: a grid of about sqrt(total) caps brackets the answer, then every integer in the bracket
-        is priced."""
-        ctx = np.array([p.context for p in prefills], dtype=np.float64)
-        q = np.array([p.new_tokens for p in prefills], dtype=np.float64)
-        start = np.concatenate([[0.0], np.cumsum(q)[:-1]])
+        A cap ``x`` takes the chunks before its segment whole and ``t = x - start`` tokens of the
+        chunk it lands in, whose features are ``[1, t, t^2, t == 1] @ (M0 + context M1)``; FLOPs,
+        bytes and the fixed seconds are linear in the features, so a batch of caps is priced with
+        one matrix product on the precomputed cost table. The latency is non-decreasing in the cap:
+        a grid of about sqrt(total) caps (and the floor ``min_prefill_tokens``) brackets the answer
+        and one more pass prices every integer in the bracket."""
+        n = len(prefills)
+        q = np.fromiter((p.new_tokens for p in prefills), np.float64, n)
+        ctx = np.fromiter((p.context for p in prefills), np.float64, n)
+        ends = np.cumsum(q)
+        start = ends - q
+        total = int(ends[-1])
+        # Row j: the costs of the decodes plus chunks 0..j-1 whole (has_tokens is 1 from here on).
+        whole = np.empty((n, 8))
+        _cap_basis(q, ctx, whole)
+        contrib = whole @ self._cap_costs
         base = features(d_stats)
-        total = int(q.sum())
+        base[0] = 1.0
+        prefix = np.cumsum(contrib, axis=0) - contrib + base @ self._costs_ext.T
+        slo = self.tbt_slo_s
 
-        def latency(caps: np.ndarray) -> np.ndarray:
-            taken = np.clip(caps[:, None] - start[None, :], 0.0, q[None, :])  # (caps, chunks)
-            # A one-token chunk is priced as a decode, as BatchStats.of does.
-            one = taken == 1
-            multi = taken > 1
-            rows = np.tile(base, (caps.size, 1))
-            rows[:, 1] += caps  # tokens
-            rows[:, 0] = rows[:, 1] > 0
-            rows[:, 2] += ((ctx + 1) * one).sum(axis=1)  # decode_kv
-            rows[:, 3] += one.sum(axis=1)  # decode_seqs
-            rows[:, 4] += (taken * (ctx + (taken + 1) / 2) * multi).sum(axis=1)  # prefill_qc
-            rows[:, 5] += (taken * multi).sum(axis=1)  # prefill_tokens
-            rows[:, 6] += ((ctx + taken) * multi).sum(axis=1)  # prefill_kv
-            rows[:, 7] += (one | multi).sum(axis=1)  # sequences
-            return self.model.latency_rows(rows, self._inv_f[0, 2, :1], self._inv_b[0, 2, :1])[:, 0]
+        def latency(caps: np.ndarray) -> np.ndarray:  # caps >= 1
+            j = np.searchsorted(ends, caps, side="left")
+            basis = np.empty((caps.size, 8))
+            _cap_basis(caps - start[j], ctx[j], basis)
+            return self._cap_seconds(basis @ self._cap_costs + prefix[j])
 
         step = max(1, math.isqrt(total))  # two passes of about sqrt(total) caps each
-        grid = np.unique(np.append(np.arange(0, total + 1, step), total)).astype(np.float64)
-        ok = np.flatnonzero(latency(grid) <= self.tbt_slo_s)
-        best = 0
-        if ok.size:
-            lo = int(grid[ok[-1]])
-            fine = np.arange(lo, min(lo + step, total + 1), dtype=np.float64)
-            best = int(fine[np.flatnonzero(latency(fine) <= self.tbt_slo_s)[-1]])
-        cap = min(max(best, self.min_prefill_tokens), total)
-        return cap, float(latency(np.array([float(cap)]))[0])
+        floor = min(self.min_prefill_tokens, total)
+        grid = np.arange(step, total + 2 * step, step, dtype=np.float64)
+        grid[-2:] = total, max(floor, 1)
+        t_grid = latency(grid)
+        ok = np.flatnonzero(t_grid[:-1] <= slo)
+        best, t_best = (int(grid[ok[-1]]), float(t_grid[ok[-1]])) if ok.size else (0, math.nan)
+        top = min(best + step, total + 1)  # the bracket's end (exclusive)
+        if top - 1 >= max(floor, best + 1):  # it can raise the answer: price each integer in it
+            fine = np.arange(best + 1, top, dtype=np.float64)
+            t_fine = latency(fine)
+            ok_fine = np.flatnonzero(t_fine <= slo)
+            if ok_fine.size:
+                best, t_best = int(fine[ok_fine[-1]]), float(t_fine[ok_fine[-1]])
+        if best >= floor:
+            return best, t_best
+        if floor == 0:  # no prefill token fits and none is required: the decodes alone
+            alone = features(d_stats) @ self._costs_ext.T
+            return 0, float(self._cap_seconds(alone[None])[0])
+        return floor, float(t_grid[-1])
+
+    def _cap_seconds(self, costs: np.ndarray) -> np.ndarray:
+        """Seconds on all SMs from rows of ``[FLOPs per op, bytes per op, fixed seconds]``."""
+        n = self._n_ops
+        inv_f, inv_b = self._inv_f[0, 2, 0], self._inv_b[0, 2, 0]
+        per_op = np.maximum(costs[:, :n] * inv_f, costs[:, n : 2 * n] * inv_b)
+        return per_op.sum(axis=1) + costs[:, -1]
+
+
+def _cap_basis(t: np.ndarray, ctx: np.ndarray, out: np.ndarray) -> None:
+    """``[b, c b]`` with ``b = [1, t, t^2, t == 1]`` per row into ``out`` (shape ``(m, 8)``): the
+    features of ``t`` tokens of a chunk on ``c`` cached ones are linear in it (see _cap_matrices)."""
+    out[:, 0] = 1.0
+    out[:, 1] = t
+    np.multiply(t, t, out=out[:, 2])
+    np.equal(t, 1.0, out=out[:, 3])
+    np.multiply(out[:, :4], ctx[:, None], out=out[:, 4:])
+
+
+def _cap_matrices() -> tuple[np.ndarray, np.ndarray]:
+    """``M0`` and ``M1`` with ``features(t tokens of a chunk on c cached) = basis(t) @ (M0 + c M1)``
+    (has_tokens left out). A one-token chunk is priced as a decode, as :meth:`BatchStats.of` does:
+    the ``t == 1`` column moves it from the prefill sums to the decode ones."""
+    col = {name: i for i, name in enumerate(FEATURES)}
+    m0 = np.zeros((4, len(FEATURES)))
+    m1 = np.zeros((4, len(FEATURES)))
+    m0[1, col["tokens"]] = 1.0
+    m0[0, col["seqs"]] = 1.0
+    m0[3, col["decode_kv"]] = m1[3, col["decode_kv"]] = 1.0  # (c + 1) [t == 1]
+    m0[3, col["decode_seqs"]] = 1.0
+    # t (c + (t + 1) / 2) = c t + t / 2 + t^2 / 2, less its t = 1 value c + 1
+    m1[1, col["prefill_qc"]] = 1.0
+    m0[1, col["prefill_qc"]] = m0[2, col["prefill_qc"]] = 0.5
+    m0[3, col["prefill_qc"]] = m1[3, col["prefill_qc"]] = -1.0
+    m0[1, col["prefill_tokens"]] = 1.0
+    m0[3, col["prefill_tokens"]] = -1.0
+    m1[0, col["prefill_kv"]] = m0[1, col["prefill_kv"]] = 1.0  # c + t
+    m0[3, col["prefill_kv"]] = m1[3, col["prefill_kv"]] = -1.0
+    return m0, m1
+
+
+_CAP_M0, _CAP_M1 = _cap_matrices()
 
 
 def _not_int(x: object) -> bool:

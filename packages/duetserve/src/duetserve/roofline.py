@@ -165,6 +165,11 @@ class RooflineModel:
         f = features(stats)
         return self._flops_matrix @ f, self._bytes_matrix @ f
 
+    @property
+    def fixed_seconds_per_token(self) -> float:
+        """The TP all-reduce seconds each scheduled token adds, whatever the SM count."""
+        return self._comm_per_token
+
     def fixed_seconds(self, stats: BatchStats) -> float:
         """The part that no SM count changes: the TP all-reduces and the launch overhead."""
         if stats.tokens == 0:
