@@ -205,3 +205,19 @@ def test_t_mix_is_the_roofline_of_the_mixed_batch(qwen8b):
     # Reading the weights twice costs more than 1 ms on an H100: a 0.5 ms margin must fit.
     plan = PartitionOptimizer(qwen8b, t + 5e-4).plan(decodes, prefills)
     assert (plan.mode, plan.reason) == ("aggregated", "fits")
+
+
+def test_min_prefill_tokens_must_be_an_integer(qwen8b):
+    with pytest.raises(ValueError, match=r"min_prefill_tokens must be an integer >= 0, got 1\.5"):
+        PartitionOptimizer(qwen8b, 0.05, min_prefill_tokens=1.5)
+
+
+@pytest.mark.parametrize("where", ["decodes", "prefills"])
+def test_plan_refuses_tuples_for_seqs(qwen8b, where):
+    d, p = [Seq(10)], [Seq(0, 100)]
+    if where == "decodes":
+        d = [(10, 1)]
+    else:
+        p = [(0, 100)]
+    with pytest.raises(ValueError, match=r"Seq\(context, new_tokens\) items, got tuple"):
+        PartitionOptimizer(qwen8b, 0.05).plan(d, p)

@@ -117,8 +117,10 @@ class PartitionOptimizer:
             raise ValueError(
                 f"lookahead must lie in [1, max_lookahead={max_lookahead}], got {lookahead}"
             )
-        if min_prefill_tokens < 0:
-            raise ValueError(f"min_prefill_tokens must be >= 0, got {min_prefill_tokens}")
+        if _not_int(min_prefill_tokens) or min_prefill_tokens < 0:
+            raise ValueError(
+                f"min_prefill_tokens must be an integer >= 0, got {min_prefill_tokens!r}"
+            )
         self.model = model
         self.tbt_slo_s = float(tbt_slo_s)
         self.granularity_sm = int(g)

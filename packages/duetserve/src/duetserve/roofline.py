@@ -72,16 +72,22 @@ class BatchStats:
         # Runs on every iteration over every decode: the decode branch does the least it can.
         d_n = d_ctx = p_n = p_tok = p_kv = 0
         p_qc = 0.0
-        for s in batch:
-            if s.new_tokens == 1:
-                d_n += 1
-                d_ctx += s.context
-            else:
-                c, q = s.context, s.new_tokens
-                p_n += 1
-                p_tok += q
-                p_qc += q * (c + (q + 1) / 2)
-                p_kv += c + q
+        try:
+            for s in batch:
+                if s.new_tokens == 1:
+                    d_n += 1
+                    d_ctx += s.context
+                else:
+                    c, q = s.context, s.new_tokens
+                    p_n += 1
+                    p_tok += q
+                    p_qc += q * (c + (q + 1) / 2)
+                    p_kv += c + q
+        except AttributeError:  # free when nothing is raised: the hot loop stays as it is
+            bad = next(x for x in batch if not isinstance(x, Seq))
+            raise ValueError(
+                f"a batch holds Seq(context, new_tokens) items, got {type(bad).__name__} {bad!r}"
+            ) from None
         return cls(d_n, float(d_ctx + d_n), p_n, p_tok, p_qc, float(p_kv))
 
     def __add__(self, other: BatchStats) -> BatchStats:
