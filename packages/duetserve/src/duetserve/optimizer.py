@@ -148,8 +148,13 @@ class PartitionOptimizer:
         fixed = np.zeros((1, flops_m.shape[1]))
         fixed[0, FEATURES.index("tokens")] = model.fixed_seconds_per_token
         fixed[0, FEATURES.index("has_tokens")] = hw.launch_overhead_s
-        self._costs_ext = np.vstack([self._costs, fixed])
-        self._cap_costs = np.vstack([_CAP_M0, _CAP_M1]) @ self._costs_ext.T
+        # Priced on all N SMs: FLOPs rows times 1 / Pi(N), bytes rows times 1 / B(N), so a row of
+        # features maps to [compute seconds per op, memory seconds per op, fixed seconds].
+        scale = np.concatenate(
+            [np.full(self._n_ops, inv_f[-1]), np.full(self._n_ops, inv_b[-1]), [1.0]]
+        )
+        self._costs_all_sm = np.vstack([self._costs, fixed]) * scale[:, None]
+        self._cap_costs = np.vstack([_CAP_M0, _CAP_M1]) @ self._costs_all_sm.T
 
     def __repr__(self) -> str:
         return (
@@ -252,8 +257,7 @@ class PartitionOptimizer:
         a grid of about sqrt(total) caps (and the floor ``min_prefill_tokens``) brackets the answer
         and one more pass prices every integer in the bracket."""
         n = len(prefills)
-        q = np.fromiter((p.new_tokens for p in prefills), np.float64, n)
-        ctx = np.fromiter((p.context for p in prefills), np.float64, n)
+        q, ctx = np.array([(p.new_tokens, p.context) for p in prefills], dtype=np.float64).T
         ends = np.cumsum(q)
         start = ends - q
         total = int(ends[-1])
@@ -263,7 +267,7 @@ class PartitionOptimizer:
         contrib = whole @ self._cap_costs
         base = features(d_stats)
         base[0] = 1.0
-        prefix = np.cumsum(contrib, axis=0) - contrib + base @ self._costs_ext.T
+        prefix = np.cumsum(contrib, axis=0) - contrib + base @ self._costs_all_sm.T
         slo = self.tbt_slo_s
 
         def latency(caps: np.ndarray) -> np.ndarray:  # caps >= 1
@@ -277,11 +281,14 @@ class PartitionOptimizer:
         grid = np.arange(step, total + 2 * step, step, dtype=np.float64)
         grid[-2:] = total, max(floor, 1)
         t_grid = latency(grid)
+        if floor and t_grid[-1] > slo:  # not even the floor fits: the floor it is
+            return floor, float(t_grid[-1])
         ok = np.flatnonzero(t_grid[:-1] <= slo)
         best, t_best = (int(grid[ok[-1]]), float(t_grid[ok[-1]])) if ok.size else (0, math.nan)
         top = min(best + step, total + 1)  # the bracket's end (exclusive)
-        if top - 1 >= max(floor, best + 1):  # it can raise the answer: price each integer in it
-            fine = np.arange(best + 1, top, dtype=np.float64)
+        low = max(floor, best + 1)  # caps below the floor cannot be the answer
+        if top > low:  # the bracket can raise the answer: price each integer in it
+            fine = np.arange(low, top, dtype=np.float64)
             t_fine = latency(fine)
             ok_fine = np.flatnonzero(t_fine <= slo)
             if ok_fine.size:
@@ -289,16 +296,14 @@ class PartitionOptimizer:
         if best >= floor:
             return best, t_best
         if floor == 0:  # no prefill token fits and none is required: the decodes alone
-            alone = features(d_stats) @ self._costs_ext.T
+            alone = features(d_stats) @ self._costs_all_sm.T
             return 0, float(self._cap_seconds(alone[None])[0])
         return floor, float(t_grid[-1])
 
     def _cap_seconds(self, costs: np.ndarray) -> np.ndarray:
-        """Seconds on all SMs from rows of ``[FLOPs per op, bytes per op, fixed seconds]``."""
+        """Seconds from rows of ``[compute s per op, memory s per op, fixed s]`` on all SMs."""
         n = self._n_ops
-        inv_f, inv_b = self._inv_f[0, 2, 0], self._inv_b[0, 2, 0]
-        per_op = np.maximum(costs[:, :n] * inv_f, costs[:, n : 2 * n] * inv_b)
-        return per_op.sum(axis=1) + costs[:, -1]
+        return np.maximum(costs[:, :n], costs[:, n : 2 * n]).sum(axis=1) + costs[:, -1]
 
 
 def _cap_basis(t: np.ndarray, ctx: np.ndarray, out: np.ndarray) -> None:

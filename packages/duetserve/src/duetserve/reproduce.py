@@ -614,6 +614,23 @@ def _figures(
     report.figure("p99_tbt_vs_rate", fig, "Qwen3-8B Mooncake, seed 0: the searches' evaluations")
 
 
+def readme_table(result: dict[str, Any]) -> str:
+    """The README's reproduction table from a ``result.json``: one row per claim, the figure each
+    claim was judged on (the note up to its rule), so the README cannot drift from the run."""
+    lines = [
+        "| # | claim | ours | baseline | held | judged on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for i, c in enumerate(result["claims"], 1):
+        held = "n/a" if c.get("na") else ("held" if c["held"] else "**not held**")
+        figure = c["note"].split("held when")[0].rstrip(" ;,")
+        lines.append(
+            f"| {i} | {c['name']} | {c['ours']:.4g} | {c['baseline']:.4g} "
+            f"({c['baseline_name']}) | {held} | {figure} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return reproduce_main(run, argv, description=__doc__ or "")
 
