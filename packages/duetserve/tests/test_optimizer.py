@@ -221,3 +221,15 @@ def test_plan_refuses_tuples_for_seqs(qwen8b, where):
         p = [(0, 100)]
     with pytest.raises(ValueError, match=r"Seq\(context, new_tokens\) items, got tuple"):
         PartitionOptimizer(qwen8b, 0.05).plan(d, p)
+
+
+def test_prefill_cap_without_prefills_or_floor_is_the_decodes_alone(qwen8b):
+    decodes = [Seq(3000)] * 32
+    alone = qwen8b.iteration_latency(decodes)
+    opt = PartitionOptimizer(qwen8b, 0.05)
+    assert opt.prefill_cap(BatchStats.of(decodes), []) == (0, pytest.approx(alone, rel=1e-12))
+    tight = PartitionOptimizer(qwen8b, alone / 2, min_prefill_tokens=0)
+    assert tight.prefill_cap(BatchStats.of(decodes), [Seq(0, 500)]) == (
+        0,
+        pytest.approx(alone, rel=1e-12),
+    )

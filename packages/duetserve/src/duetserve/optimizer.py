@@ -257,6 +257,8 @@ class PartitionOptimizer:
         a grid of about sqrt(total) caps (and the floor ``min_prefill_tokens``) brackets the answer
         and one more pass prices every integer in the bracket."""
         n = len(prefills)
+        if n == 0:
+            return 0, self._decodes_alone(d_stats)
         q, ctx = np.array([(p.new_tokens, p.context) for p in prefills], dtype=np.float64).T
         ends = np.cumsum(q)
         start = ends - q
@@ -293,12 +295,14 @@ class PartitionOptimizer:
             ok_fine = np.flatnonzero(t_fine <= slo)
             if ok_fine.size:
                 best, t_best = int(fine[ok_fine[-1]]), float(t_fine[ok_fine[-1]])
-        if best >= floor:
+        if best and best >= floor:
             return best, t_best
         if floor == 0:  # no prefill token fits and none is required: the decodes alone
-            alone = features(d_stats) @ self._costs_all_sm.T
-            return 0, float(self._cap_seconds(alone[None])[0])
+            return 0, self._decodes_alone(d_stats)
         return floor, float(t_grid[-1])
+
+    def _decodes_alone(self, d_stats: BatchStats) -> float:
+        return float(self._cap_seconds((features(d_stats) @ self._costs_all_sm.T)[None])[0])
 
     def _cap_seconds(self, costs: np.ndarray) -> np.ndarray:
         """Seconds from rows of ``[compute s per op, memory s per op, fixed s]`` on all SMs."""
