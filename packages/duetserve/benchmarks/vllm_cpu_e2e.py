@@ -14,8 +14,9 @@ here, ``--load-format dummy``: nothing is downloaded), then for each scheduler
 
 Then it compares the greedy outputs token by token (where they differ, the top-2 logprob gap at the
 first divergence shows whether chunking alone shifted the numerics) and checks the logged plans'
-invariants (the budget applied never exceeds the default, decodes are never cut, the scheduled
-tokens fit the budget). ``result.json`` under ``--out`` holds everything; the exit status is 0 only
+invariants per step: the budget DuetServe applied is at most vLLM's default and at least the
+decodes' tokens, vLLM scheduled no more tokens than the applied budget, and every decode the plan
+counted got its tokens in vLLM's actual ``num_scheduled_tokens`` (none cut or preempted). ``result.json`` under ``--out`` holds everything; the exit status is 0 only
 when every check passed.
 """
 
@@ -259,12 +260,16 @@ def first_divergence(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | N
 
 def check_plans(path: Path) -> dict[str, Any]:
     plans = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    # Per step: the budget DuetServe applied is within vLLM's own and leaves room for every
+    # decode, vLLM scheduled no more than that applied budget, and every decode the plan counted
+    # got its tokens in what vLLM actually scheduled (none cut or preempted).
     bad = [
         p
         for p in plans
-        if p["token_budget"] > p["default_budget"]
-        or p["token_budget"] < p["n_decodes"]
-        or p["scheduled_tokens"] > p["default_budget"]
+        if p["applied_budget"] > p["default_budget"]
+        or p["applied_budget"] < p["n_decodes"]
+        or p["scheduled_tokens"] > p["applied_budget"]
+        or p["decodes_cut"] > 0
     ]
     capped = [p for p in plans if p["prefill_cap"] is not None]
     overhead = {}

@@ -93,3 +93,13 @@ def test_bad_inputs(ex):
         ReferenceExecutor(ex.model, 1, 4, use_cuda_graphs=True)
     with pytest.raises(ValueError, match="tp must be 1"):
         TinyQwen3(SHAPE.with_tp(2))
+
+
+def test_importing_the_executor_without_torch_names_what_to_install(monkeypatch):
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "duetserve.executor", raising=False)
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'duetserve\[test\]'"):
+        importlib.import_module("duetserve.executor")

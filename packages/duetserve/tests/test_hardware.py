@@ -73,3 +73,25 @@ def test_granularity_is_the_backend_minimum_when_larger():
 def test_from_measurements_refuses_a_last_point_below_n_sm():
     with pytest.raises(ValueError, match="last measured SM count must be n_sm=8"):
         HardwareProfile.from_measurements([(2, 1.0, 2.0), (4, 2.0, 2.0)], n_sm=8)
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"link_bw": float("nan")}, "link_bw must be a finite number >= 0, got nan"),
+        ({"link_bw": float("inf")}, "link_bw must be a finite number >= 0, got inf"),
+        ({"launch_overhead_s": float("inf")}, "launch_overhead_s must be a finite"),
+        ({"launch_overhead_s": float("nan")}, "launch_overhead_s must be a finite"),
+        ({"memory_bytes": 0.0}, r"memory_bytes must be a finite number > 0, got 0.0"),
+    ],
+)
+def test_non_finite_scalars_are_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        HardwareProfile.h100_sxm_spec(**kw)
+
+
+@pytest.mark.parametrize("field", ["n_sm", "sms_per_tpc"])
+def test_fractional_sm_counts_are_refused(field):
+    kw = {"n_sm": 132, "sms_per_tpc": 2, field: 132.0 if field == "n_sm" else 2.0}
+    with pytest.raises(ValueError, match=f"{field} must be an integer, got"):
+        HardwareProfile("x", sm_counts=(132,), flops=(1.0,), bandwidth=(1.0,), **kw)

@@ -188,3 +188,48 @@ def test_numpy_float_slo_is_accepted(qwen8b):
 def test_plan_max_lookahead_must_be_a_positive_integer(qwen8b):
     with pytest.raises(ValueError, match="max_lookahead"):
         PartitionOptimizer(qwen8b, 0.05).plan([Seq(10)], [Seq(0, 100)], max_lookahead=0)
+
+
+def test_t_mix_is_the_roofline_of_the_mixed_batch(qwen8b):
+    """The mixed batch reads the weights once: t_mix is the roofline of decodes + prefills (an
+    earlier version summed the two parts' costs and read the weights twice, so batches that fit
+    the SLO were split or capped)."""
+    rng = np.random.default_rng(5)
+    for _ in range(10):
+        decodes, prefills = random_batch(rng)
+        plan = PartitionOptimizer(qwen8b, 1e-3).plan(decodes, prefills)
+        want = qwen8b.iteration_latency(decodes + prefills)
+        assert plan.predicted["t_mix"] == pytest.approx(want, rel=1e-12)
+    decodes, prefills = [Seq(500)] * 16, [Seq(0, 256)]
+    t = qwen8b.iteration_latency(decodes + prefills)
+    # Reading the weights twice costs more than 1 ms on an H100: a 0.5 ms margin must fit.
+    plan = PartitionOptimizer(qwen8b, t + 5e-4).plan(decodes, prefills)
+    assert (plan.mode, plan.reason) == ("aggregated", "fits")
+
+
+def test_min_prefill_tokens_must_be_an_integer(qwen8b):
+    with pytest.raises(ValueError, match=r"min_prefill_tokens must be an integer >= 0, got 1\.5"):
+        PartitionOptimizer(qwen8b, 0.05, min_prefill_tokens=1.5)
+
+
+@pytest.mark.parametrize("where", ["decodes", "prefills"])
+def test_plan_refuses_tuples_for_seqs(qwen8b, where):
+    d, p = [Seq(10)], [Seq(0, 100)]
+    if where == "decodes":
+        d = [(10, 1)]
+    else:
+        p = [(0, 100)]
+    with pytest.raises(ValueError, match=r"Seq\(context, new_tokens\) items, got tuple"):
+        PartitionOptimizer(qwen8b, 0.05).plan(d, p)
+
+
+def test_prefill_cap_without_prefills_or_floor_is_the_decodes_alone(qwen8b):
+    decodes = [Seq(3000)] * 32
+    alone = qwen8b.iteration_latency(decodes)
+    opt = PartitionOptimizer(qwen8b, 0.05)
+    assert opt.prefill_cap(BatchStats.of(decodes), []) == (0, pytest.approx(alone, rel=1e-12))
+    tight = PartitionOptimizer(qwen8b, alone / 2, min_prefill_tokens=0)
+    assert tight.prefill_cap(BatchStats.of(decodes), [Seq(0, 500)]) == (
+        0,
+        pytest.approx(alone, rel=1e-12),
+    )

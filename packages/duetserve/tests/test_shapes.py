@@ -82,3 +82,17 @@ def test_from_hf_config_refuses_a_fractional_head_dim():
     cfg = {**QWEN3_8B_CONFIG, "head_dim": 128.5}
     with pytest.raises(ValueError, match="head_dim"):
         ModelShape.from_hf_config(cfg)
+
+
+@pytest.mark.parametrize("head_dim", [0, -8, 12.5])
+def test_from_hf_config_refuses_a_bad_head_dim(head_dim):
+    cfg = {
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+        "head_dim": head_dim,
+    }
+    with pytest.raises(ValueError, match=f"head_dim must be a positive integer, got {head_dim}"):
+        ModelShape.from_hf_config(cfg)

@@ -109,3 +109,80 @@ def test_bad_policy_and_traces(qwen8b):
 def test_an_empty_run_reports_nan_throughput_not_inf(tiny_model):
     r = simulate([], "aggregated", tiny_model)
     assert math.isnan(r.throughput_tokens) and math.isnan(r.request_throughput)
+
+
+# ---- one spatial window, priced by hand ----------------------------------------------------------
+def _window(model, reason, k, remaining, prompt, shared_bandwidth=False):
+    """One spatial window: a decode on 40 cached tokens with ``remaining`` tokens to go, beside a
+    ``prompt``-token prefill, ``k`` decode steps on 20 SMs and the prefill on the other 112."""
+    from duetserve.optimizer import PartitionPlan
+    from duetserve.scheduler import Batch
+
+    rec = sim._Recorder(2, keep_plans=False)
+    dec = sim._State(Request(0, 0.0, 30, 11 + remaining), prefilled=30, generated=11)
+    dec.last_token = 0.0
+    pre = sim._State(Request(1, 0.0, prompt, 4))
+    engine = sim._Engine("duet", model, None, rec, 20, shared_bandwidth)
+    plan = PartitionPlan("spatial", 20, model.hw.n_sm - 20, k, reason, {})
+    end = engine.execute(Batch([dec], [(pre, prompt)], []), plan, 1.0)
+    return rec, dec, pre, end
+
+
+def _steps(model, k):
+    # Step i reads the 40 cached tokens plus i more (KV grows one row per step).
+    return [model.iteration_latency([Seq(40 + i)], 20) for i in range(k)]
+
+
+@pytest.mark.parametrize("reason, wasted", [("spatial", 3), ("static", 0)])
+def test_a_window_defers_stop_checks_and_counts_the_tokens_past_the_stop(qwen8b, reason, wasted):
+    # k = 5 steps for a decode with 2 tokens left: DuetServe's window computes all 5 (stop checks
+    # deferred), 3 wasted; a static split's free-running stream stops at the stop (none wasted).
+    rec, dec, _, _ = _window(qwen8b, reason, k=5, remaining=2, prompt=64)
+    steps = _steps(qwen8b, 5)
+    assert rec.wasted == wasted
+    assert dec.generated == 13 and rec.generated == 3  # 2 decoded + the prefill's first token
+    assert dec.last_token == pytest.approx(1.0 + steps[0] + steps[1], rel=1e-12)
+    assert rec.gaps == pytest.approx([1.0 + steps[0], steps[1]], rel=1e-12)
+
+
+def test_a_window_ends_with_its_slower_side(qwen8b):
+    # A short prefill: the window is the k decode steps (each one KV row longer than the last).
+    _, _, _, end = _window(qwen8b, "spatial", k=4, remaining=10, prompt=32)
+    t_p = qwen8b.iteration_latency([Seq(0, 32)], qwen8b.hw.n_sm - 20)
+    steps = _steps(qwen8b, 4)
+    assert sum(steps) > t_p
+    assert end == pytest.approx(1.0 + sum(steps), rel=1e-12)
+    # A long prefill: the decodes idle until the prefill pass ends.
+    rec, _, _, end = _window(qwen8b, "spatial", k=1, remaining=10, prompt=8000)
+    t_p = qwen8b.iteration_latency([Seq(0, 8000)], qwen8b.hw.n_sm - 20)
+    assert t_p > _steps(qwen8b, 1)[0]
+    assert end == pytest.approx(1.0 + t_p, rel=1e-12)
+    assert rec.ttft[1] == pytest.approx(1.0 + t_p, rel=1e-12)
+
+
+def test_decode_latencies_grow_one_kv_row_per_decode_per_step(qwen8b):
+    ctx = [100, 2000, 7000]
+    got = sim.decode_latencies(qwen8b, 20, 3, float(sum(c + 1 for c in ctx)), 6)
+    want = [qwen8b.iteration_latency([Seq(c + i) for c in ctx], 20) for i in range(6)]
+    assert got == pytest.approx(want, rel=1e-12)
+    assert got[-1] > got[0]
+
+
+def test_shared_bandwidth_caps_the_prefill_at_what_the_decodes_leave(qwen8b):
+    from duetserve.roofline import BatchStats, features
+
+    hw = qwen8b.hw
+    _, _, _, end = _window(qwen8b, "spatial", k=1, remaining=10, prompt=8000, shared_bandwidth=True)
+    bw = float(hw.bw_curve(hw.n_sm)) - float(hw.bw_curve(20))
+    assert 0 < bw < float(hw.bw_curve(hw.n_sm - 20))  # the knee at 35 %: the cap binds
+    row = features(BatchStats.of([Seq(0, 8000)]))[None]
+    t_p = qwen8b.latency_rows(row, 1 / hw.flops_curve(np.array([hw.n_sm - 20])), np.array([1 / bw]))
+    assert end == pytest.approx(1.0 + float(t_p[0, 0]), rel=1e-12)
+    _, _, _, free = _window(qwen8b, "spatial", k=1, remaining=10, prompt=8000)
+    assert end > free
+
+
+def test_duplicate_request_ids_are_refused(tiny_model):
+    trace = [Request(0, 0.0, 10, 2), Request(0, 1.0, 10, 2)]
+    with pytest.raises(ValueError, match=r"unique; repeated: \[0\]"):
+        simulate(trace, "duet", tiny_model, tbt_slo_s=0.05)

@@ -66,3 +66,15 @@ def test_bad_generator_arguments():
         poisson_trace(0.0, 10)
     with pytest.raises(ValueError, match="unknown length mix"):
         poisson_trace(1.0, 10, "chat")
+
+
+def test_load_trace_names_the_files_own_timestamps(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens\n100,10,5\n102,3,4\n101,3,4\n")
+    with pytest.raises(
+        ValueError, match=r"row 3 has arrival_s='101', before the previous row's '102'"
+    ):
+        load_trace(p)
+    p.write_text("arrival_s,prompt_tokens,output_tokens\n100,10,5\ninf,3,4\n")
+    with pytest.raises(ValueError, match="row 2 has arrival_s='inf'"):
+        load_trace(p)

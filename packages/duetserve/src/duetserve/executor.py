@@ -21,8 +21,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, cast
 
-import torch
-from torch import nn
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as e:  # torch is optional: only the reference executor needs it
+    raise ModuleNotFoundError(
+        "duetserve.executor needs PyTorch: pip install torch (or pip install 'duetserve[test]', "
+        "which includes it)"
+    ) from e
 
 from duetserve.scheduler import LookaheadReducedWarning
 from duetserve.shapes import ModelShape

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -30,7 +30,7 @@ MODELS: dict[str, Callable[[], ModelShape]] = {
     "Qwen3-8B": ModelShape.qwen3_8b,
     "Qwen3-14B": ModelShape.qwen3_14b,
 }
-WORKLOADS = ("mooncake", "bursty", "shifting", "conversation", "code")
+WORKLOADS = ("mooncake", "bursty", "shifting", "shuffled", "conversation", "code")
 
 
 def build_model(model: str, bw_saturation: float = 0.35, hardware: str = "H100") -> RooflineModel:
@@ -43,16 +43,28 @@ def build_model(model: str, bw_saturation: float = 0.35, hardware: str = "H100")
     return RooflineModel(MODELS[model](), presets[hardware](bw_saturation=bw_saturation))
 
 
-def optimistic_model(model: RooflineModel, factor: float) -> RooflineModel:
-    """``model`` on a GPU ``factor`` times faster (FLOP/s and bandwidth): a planner that
-    under-predicts every iteration by ``1 - 1/factor``, for the model-error control."""
+Roof = Literal["both", "flops", "bandwidth"]
+
+
+def optimistic_model(model: RooflineModel, factor: float, roof: Roof = "both") -> RooflineModel:
+    """``model`` on a GPU whose FLOP/s (``roof="flops"``), HBM bandwidth (``"bandwidth"``) or both
+    are ``factor`` times higher: a planner that under-predicts compute-bound work (prefill),
+    memory-bound work (decode) or every iteration, for the model-error controls.
+
+    ``"both"`` with tp = 1 and no launch overhead scales every prediction by ``1 / factor``: planning
+    for ``SLO / factor`` with it is then the exact planner, so a margin test needs a one-roof error.
+    """
     if not (math.isfinite(factor) and factor > 0):
         raise ValueError(f"factor must be a finite number > 0, got {factor!r}")
+    if roof not in ("both", "flops", "bandwidth"):
+        raise ValueError(f"roof must be 'both', 'flops' or 'bandwidth', got {roof!r}")
     hw = model.hw
+    f_flops = factor if roof in ("both", "flops") else 1.0
+    f_bw = factor if roof in ("both", "bandwidth") else 1.0
     fast = dataclasses.replace(
         hw,
-        flops=tuple(f * factor for f in hw.flops),
-        bandwidth=tuple(b * factor for b in hw.bandwidth),
+        flops=tuple(f * f_flops for f in hw.flops),
+        bandwidth=tuple(b * f_bw for b in hw.bandwidth),
     )
     return RooflineModel(model.shape, fast)
 
@@ -63,8 +75,16 @@ def unit_trace(workload: str, n: int, seed: int) -> list[Request]:
         return poisson_trace(1.0, n, workload, seed)
     if workload == "bursty":  # conversation traffic plus bursts of 8 long prompts
         return bursty_trace(1.0, n, "conversation", burst_every_s=40.0, burst_size=8, seed=seed)
-    if workload == "shifting":  # decode-heavy first half, prefill-heavy second half
-        return shifting_trace(1.0, n, ("decode_heavy", "prefill_heavy"), seed)
+    if workload in ("shifting", "shuffled"):  # decode-heavy first half, prefill-heavy second half
+        trace = shifting_trace(1.0, n, ("decode_heavy", "prefill_heavy"), seed)
+        if workload == "shifting":
+            return trace
+        # The stationary control: the same requests and arrival times, lengths in random order.
+        order = np.random.default_rng([seed, 1]).permutation(len(trace))
+        return [
+            dataclasses.replace(r, prompt_len=trace[j].prompt_len, output_len=trace[j].output_len)
+            for r, j in zip(trace, order, strict=True)
+        ]
     raise ValueError(f"unknown workload {workload!r}; expected one of {WORKLOADS}")
 
 

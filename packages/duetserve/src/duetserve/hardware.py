@@ -14,6 +14,7 @@ measured points (``benchmarks/gpu_profile.py`` measures them with green contexts
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -78,6 +79,10 @@ class HardwareProfile:
     _bw_at: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        for field in ("n_sm", "sms_per_tpc"):
+            v = getattr(self, field)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValueError(f"{field} must be an integer, got {v!r}")
         if self.n_sm <= 0 or self.sms_per_tpc <= 0:
             raise ValueError(
                 f"n_sm and sms_per_tpc must be > 0, got {self.n_sm} and {self.sms_per_tpc}"
@@ -97,11 +102,12 @@ class HardwareProfile:
         bw = np.asarray(self.bandwidth, dtype=np.float64)
         _check_curve("flops", counts, flops)
         _check_curve("bandwidth", counts, bw)
-        if self.link_bw < 0 or self.launch_overhead_s < 0 or self.memory_bytes <= 0:
-            raise ValueError(
-                "link_bw and launch_overhead_s must be >= 0 and memory_bytes > 0, got "
-                f"{self.link_bw}, {self.launch_overhead_s}, {self.memory_bytes}"
-            )
+        for field, low in (("link_bw", 0.0), ("launch_overhead_s", 0.0), ("memory_bytes", None)):
+            v = getattr(self, field)
+            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            if not (ok and math.isfinite(v) and (v >= low if low is not None else v > 0)):
+                bound = ">= 0" if low is not None else "> 0"
+                raise ValueError(f"{field} must be a finite number {bound}, got {v!r}")
         minimum = self.min_partition_sm
         if minimum is not None and (
             minimum <= 0 or minimum % self.sms_per_tpc or minimum > self.n_sm

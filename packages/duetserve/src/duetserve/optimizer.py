@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from duetserve.roofline import BatchStats, RooflineModel, Seq, features
+from duetserve.roofline import FEATURES, BatchStats, RooflineModel, Seq, feature_rows, features
 
 Mode = Literal["aggregated", "spatial"]
 # Why a plan is what it is: nothing to overlap, the mixed batch meets the SLO, the optimizer's split,
@@ -117,8 +117,10 @@ class PartitionOptimizer:
             raise ValueError(
                 f"lookahead must lie in [1, max_lookahead={max_lookahead}], got {lookahead}"
             )
-        if min_prefill_tokens < 0:
-            raise ValueError(f"min_prefill_tokens must be >= 0, got {min_prefill_tokens}")
+        if _not_int(min_prefill_tokens) or min_prefill_tokens < 0:
+            raise ValueError(
+                f"min_prefill_tokens must be an integer >= 0, got {min_prefill_tokens!r}"
+            )
         self.model = model
         self.tbt_slo_s = float(tbt_slo_s)
         self.granularity_sm = int(g)
@@ -128,15 +130,31 @@ class PartitionOptimizer:
         self.objective = objective
         # Decode partitions: every multiple of the granularity leaving at least one step for prefill.
         self.candidates = np.arange(g, hw.n_sm - g + 1, g, dtype=np.int64)
-        # Reciprocal curves at [all SMs, decode candidates..., prefill remainders...]: one lookup.
-        grid = np.concatenate([[hw.n_sm], self.candidates, hw.n_sm - self.candidates])
-        self._inv_flops, self._inv_bw = model.inverse_curves(grid)
         c = self.candidates.size
-        self._inv_d = (self._inv_flops[1 : c + 1], self._inv_bw[1 : c + 1])
-        self._inv_p = (self._inv_flops[c + 1 :], self._inv_bw[c + 1 :])
-        # FLOPs rows then bytes rows: one product prices both parts of a batch.
-        self._costs = np.vstack(model.cost_matrices())
-        self._n_ops = model.cost_matrices()[0].shape[0]
+        inv_f, inv_b = model.inverse_curves(
+            np.concatenate([self.candidates, hw.n_sm - self.candidates, [hw.n_sm]])
+        )
+        # The reciprocal curves as a (1, 3, c) table per roof: row 0 the decode partitions n_d, row
+        # 1 the prefill remainders N - n_d, row 2 all N SMs (the mixed batch, repeated) so that one
+        # broadcast prices the three parts of an iteration on every candidate at once.
+        self._inv_f = np.stack([inv_f[:c], inv_f[c : 2 * c], np.full(c, inv_f[-1])])[None]
+        self._inv_b = np.stack([inv_b[:c], inv_b[c : 2 * c], np.full(c, inv_b[-1])])[None]
+        flops_m, bytes_m = model.cost_matrices()
+        # FLOPs rows then bytes rows: one product prices every part of a batch.
+        self._costs = np.vstack([flops_m, bytes_m])
+        self._n_ops = flops_m.shape[0]
+        # The fixed seconds (TP all-reduces per token, launch overhead once) as one more linear row,
+        # and the cost table of one chunk's basis (see prefill_cap).
+        fixed = np.zeros((1, flops_m.shape[1]))
+        fixed[0, FEATURES.index("tokens")] = model.fixed_seconds_per_token
+        fixed[0, FEATURES.index("has_tokens")] = hw.launch_overhead_s
+        # Priced on all N SMs: FLOPs rows times 1 / Pi(N), bytes rows times 1 / B(N), so a row of
+        # features maps to [compute seconds per op, memory seconds per op, fixed seconds].
+        scale = np.concatenate(
+            [np.full(self._n_ops, inv_f[-1]), np.full(self._n_ops, inv_b[-1]), [1.0]]
+        )
+        self._costs_all_sm = np.vstack([self._costs, fixed]) * scale[:, None]
+        self._cap_costs = np.vstack([_CAP_M0, _CAP_M1]) @ self._costs_all_sm.T
 
     def __repr__(self) -> str:
         return (
@@ -189,34 +207,19 @@ class PartitionOptimizer:
     ) -> tuple[float, np.ndarray, np.ndarray]:
         """t_mix on all SMs, t_d on every candidate ``n_d``, t_p on every remainder ``N - n_d``.
 
-        The hot path of every iteration: one matrix product for both parts' FLOPs and bytes, then
-        the roofline max per operator and SM count (see :meth:`RooflineModel.latency_rows`)."""
-        fd, fp = features(d_stats), features(p_stats)
-        costs = self._costs @ np.stack([fd, fp], axis=1)  # (2 ops, 2): FLOPs rows, then bytes
+        The hot path of every iteration, a fixed handful of NumPy calls whatever the batch: one
+        matrix product gives the FLOPs and bytes of the decode part, the prefill part and the mixed
+        batch, then one broadcast takes the roofline max per operator, part and SM count
+        (see :meth:`RooflineModel.latency_rows`) and one sum adds the operators up."""
+        mix = d_stats + p_stats
+        costs = self._costs @ feature_rows(d_stats, p_stats, mix).T  # (2 ops, 3 parts)
         n = self._n_ops
-        flops, nbytes = costs[:n], costs[n:]
-        model = self.model
-        fixed_d, fixed_p = model.fixed_seconds(d_stats), model.fixed_seconds(p_stats)
-        mix = np.maximum(
-            (flops[:, 0] + flops[:, 1]) * self._inv_flops[0],
-            (nbytes[:, 0] + nbytes[:, 1]) * self._inv_bw[0],
-        ).sum()
-        t_mix = float(mix) + model.fixed_seconds(d_stats + p_stats)
-        t_d = (
-            np.maximum(
-                np.multiply.outer(flops[:, 0], self._inv_d[0]),
-                np.multiply.outer(nbytes[:, 0], self._inv_d[1]),
-            ).sum(axis=0)
-            + fixed_d
-        )
-        t_p = (
-            np.maximum(
-                np.multiply.outer(flops[:, 1], self._inv_p[0]),
-                np.multiply.outer(nbytes[:, 1], self._inv_p[1]),
-            ).sum(axis=0)
-            + fixed_p
-        )
-        return t_mix, t_d, t_p
+        per_op = np.maximum(costs[:n, :, None] * self._inv_f, costs[n:, :, None] * self._inv_b)
+        t = per_op.sum(axis=0)  # (3 parts, candidates)
+        fixed = self.model.fixed_seconds
+        t_d = t[0] + fixed(d_stats)
+        t_p = t[1] + fixed(p_stats)
+        return float(t[2, 0]) + fixed(mix), t_d, t_p
 
     def _best_split(
         self,
@@ -226,57 +229,120 @@ class PartitionOptimizer:
         t_p: np.ndarray,
         max_lookahead: int,
     ) -> tuple[int, int, float, float, float] | None:
-        n_d = self.candidates
         if self.lookahead is not None and self.lookahead <= max_lookahead:
-            ks = np.full(n_d.size, float(self.lookahead))
+            ks = np.full(t_d.size, float(self.lookahead))
         else:
             ks = np.ceil(t_p / t_d)  # >= 1: a prefill pass takes time
-        ok = (t_d <= self.tbt_slo_s) & (ks <= max_lookahead) & (ks * t_d >= t_p)
-        if not ok.any():
-            return None
         score = self.objective(ks, d_stats.decode_seqs, p_stats.prefill_tokens, t_d, t_p)
-        col = int(np.argmax(np.where(ok, score, -np.inf)))
-        return int(n_d[col]), int(ks[col]), float(t_d[col]), float(t_p[col]), float(score[col])
+        bad = (t_d > self.tbt_slo_s) | (ks > max_lookahead) | (ks * t_d < t_p)
+        col = int(np.where(bad, -np.inf, score).argmax())
+        if bad[col]:  # every candidate is infeasible
+            return None
+        return (
+            int(self.candidates[col]),
+            int(ks[col]),
+            float(t_d[col]),
+            float(t_p[col]),
+            float(score[col]),
+        )
 
     def prefill_cap(self, d_stats: BatchStats, prefills: Sequence[Seq]) -> tuple[int, float]:
         """The largest total prefill tokens (FCFS-truncated chunks) whose mixed batch with the
         decodes ``d_stats`` meets the SLO (at least ``min_prefill_tokens``), and its prediction.
 
-        The features are piecewise linear in the cap, so a batch of caps is priced with one matrix
-        product: a grid of about sqrt(total) caps brackets the answer, then every integer in the bracket
-        is priced."""
-        ctx = np.array([p.context for p in prefills], dtype=np.float64)
-        q = np.array([p.new_tokens for p in prefills], dtype=np.float64)
-        start = np.concatenate([[0.0], np.cumsum(q)[:-1]])
+        A cap ``x`` takes the chunks before its segment whole and ``t = x - start`` tokens of the
+        chunk it lands in, whose features are ``[1, t, t^2, t == 1] @ (M0 + context M1)``; FLOPs,
+        bytes and the fixed seconds are linear in the features, so a batch of caps is priced with
+        one matrix product on the precomputed cost table. The latency is non-decreasing in the cap:
+        a grid of about sqrt(total) caps (and the floor ``min_prefill_tokens``) brackets the answer
+        and one more pass prices every integer in the bracket."""
+        n = len(prefills)
+        if n == 0:
+            return 0, self._decodes_alone(d_stats)
+        q, ctx = np.array([(p.new_tokens, p.context) for p in prefills], dtype=np.float64).T
+        ends = np.cumsum(q)
+        start = ends - q
+        total = int(ends[-1])
+        # Row j: the costs of the decodes plus chunks 0..j-1 whole (has_tokens is 1 from here on).
+        whole = np.empty((n, 8))
+        _cap_basis(q, ctx, whole)
+        contrib = whole @ self._cap_costs
         base = features(d_stats)
-        total = int(q.sum())
+        base[0] = 1.0
+        prefix = np.cumsum(contrib, axis=0) - contrib + base @ self._costs_all_sm.T
+        slo = self.tbt_slo_s
 
-        def latency(caps: np.ndarray) -> np.ndarray:
-            taken = np.clip(caps[:, None] - start[None, :], 0.0, q[None, :])  # (caps, chunks)
-            # A one-token chunk is priced as a decode, as BatchStats.of does.
-            one = taken == 1
-            multi = taken > 1
-            rows = np.tile(base, (caps.size, 1))
-            rows[:, 1] += caps  # tokens
-            rows[:, 0] = rows[:, 1] > 0
-            rows[:, 2] += ((ctx + 1) * one).sum(axis=1)  # decode_kv
-            rows[:, 3] += one.sum(axis=1)  # decode_seqs
-            rows[:, 4] += (taken * (ctx + (taken + 1) / 2) * multi).sum(axis=1)  # prefill_qc
-            rows[:, 5] += (taken * multi).sum(axis=1)  # prefill_tokens
-            rows[:, 6] += ((ctx + taken) * multi).sum(axis=1)  # prefill_kv
-            rows[:, 7] += (one | multi).sum(axis=1)  # sequences
-            return self.model.latency_rows(rows, self._inv_flops[:1], self._inv_bw[:1])[:, 0]
+        def latency(caps: np.ndarray) -> np.ndarray:  # caps >= 1
+            j = np.searchsorted(ends, caps, side="left")
+            basis = np.empty((caps.size, 8))
+            _cap_basis(caps - start[j], ctx[j], basis)
+            return self._cap_seconds(basis @ self._cap_costs + prefix[j])
 
         step = max(1, math.isqrt(total))  # two passes of about sqrt(total) caps each
-        grid = np.unique(np.append(np.arange(0, total + 1, step), total)).astype(np.float64)
-        ok = np.flatnonzero(latency(grid) <= self.tbt_slo_s)
-        best = 0
-        if ok.size:
-            lo = int(grid[ok[-1]])
-            fine = np.arange(lo, min(lo + step, total + 1), dtype=np.float64)
-            best = int(fine[np.flatnonzero(latency(fine) <= self.tbt_slo_s)[-1]])
-        cap = min(max(best, self.min_prefill_tokens), total)
-        return cap, float(latency(np.array([float(cap)]))[0])
+        floor = min(self.min_prefill_tokens, total)
+        grid = np.arange(step, total + 2 * step, step, dtype=np.float64)
+        grid[-2:] = total, max(floor, 1)
+        t_grid = latency(grid)
+        if floor and t_grid[-1] > slo:  # not even the floor fits: the floor it is
+            return floor, float(t_grid[-1])
+        ok = np.flatnonzero(t_grid[:-1] <= slo)
+        best, t_best = (int(grid[ok[-1]]), float(t_grid[ok[-1]])) if ok.size else (0, math.nan)
+        top = min(best + step, total + 1)  # the bracket's end (exclusive)
+        low = max(floor, best + 1)  # caps below the floor cannot be the answer
+        if top > low:  # the bracket can raise the answer: price each integer in it
+            fine = np.arange(low, top, dtype=np.float64)
+            t_fine = latency(fine)
+            ok_fine = np.flatnonzero(t_fine <= slo)
+            if ok_fine.size:
+                best, t_best = int(fine[ok_fine[-1]]), float(t_fine[ok_fine[-1]])
+        if best and best >= floor:
+            return best, t_best
+        if floor == 0:  # no prefill token fits and none is required: the decodes alone
+            return 0, self._decodes_alone(d_stats)
+        return floor, float(t_grid[-1])
+
+    def _decodes_alone(self, d_stats: BatchStats) -> float:
+        return float(self._cap_seconds((features(d_stats) @ self._costs_all_sm.T)[None])[0])
+
+    def _cap_seconds(self, costs: np.ndarray) -> np.ndarray:
+        """Seconds from rows of ``[compute s per op, memory s per op, fixed s]`` on all SMs."""
+        n = self._n_ops
+        return np.maximum(costs[:, :n], costs[:, n : 2 * n]).sum(axis=1) + costs[:, -1]
+
+
+def _cap_basis(t: np.ndarray, ctx: np.ndarray, out: np.ndarray) -> None:
+    """``[b, c b]`` with ``b = [1, t, t^2, t == 1]`` per row into ``out`` (shape ``(m, 8)``): the
+    features of ``t`` tokens of a chunk on ``c`` cached ones are linear in it (see _cap_matrices)."""
+    out[:, 0] = 1.0
+    out[:, 1] = t
+    np.multiply(t, t, out=out[:, 2])
+    np.equal(t, 1.0, out=out[:, 3])
+    np.multiply(out[:, :4], ctx[:, None], out=out[:, 4:])
+
+
+def _cap_matrices() -> tuple[np.ndarray, np.ndarray]:
+    """``M0`` and ``M1`` with ``features(t tokens of a chunk on c cached) = basis(t) @ (M0 + c M1)``
+    (has_tokens left out). A one-token chunk is priced as a decode, as :meth:`BatchStats.of` does:
+    the ``t == 1`` column moves it from the prefill sums to the decode ones."""
+    col = {name: i for i, name in enumerate(FEATURES)}
+    m0 = np.zeros((4, len(FEATURES)))
+    m1 = np.zeros((4, len(FEATURES)))
+    m0[1, col["tokens"]] = 1.0
+    m0[0, col["seqs"]] = 1.0
+    m0[3, col["decode_kv"]] = m1[3, col["decode_kv"]] = 1.0  # (c + 1) [t == 1]
+    m0[3, col["decode_seqs"]] = 1.0
+    # t (c + (t + 1) / 2) = c t + t / 2 + t^2 / 2, less its t = 1 value c + 1
+    m1[1, col["prefill_qc"]] = 1.0
+    m0[1, col["prefill_qc"]] = m0[2, col["prefill_qc"]] = 0.5
+    m0[3, col["prefill_qc"]] = m1[3, col["prefill_qc"]] = -1.0
+    m0[1, col["prefill_tokens"]] = 1.0
+    m0[3, col["prefill_tokens"]] = -1.0
+    m1[0, col["prefill_kv"]] = m0[1, col["prefill_kv"]] = 1.0  # c + t
+    m0[3, col["prefill_kv"]] = m1[3, col["prefill_kv"]] = -1.0
+    return m0, m1
+
+
+_CAP_M0, _CAP_M1 = _cap_matrices()
 
 
 def _not_int(x: object) -> bool:

@@ -69,20 +69,26 @@ class BatchStats:
 
     @classmethod
     def of(cls, batch: Iterable[Seq]) -> BatchStats:
-        d_n = d_kv = p_n = p_tok = 0
+        # Runs on every iteration over every decode: the decode branch does the least it can.
+        d_n = d_ctx = p_n = p_tok = p_kv = 0
         p_qc = 0.0
-        p_kv = 0
-        for s in batch:
-            c, q = s.context, s.new_tokens
-            if q == 1:
-                d_n += 1
-                d_kv += c + 1
-            else:
-                p_n += 1
-                p_tok += q
-                p_qc += q * (c + (q + 1) / 2)
-                p_kv += c + q
-        return cls(d_n, float(d_kv), p_n, p_tok, p_qc, float(p_kv))
+        try:
+            for s in batch:
+                if s.new_tokens == 1:
+                    d_n += 1
+                    d_ctx += s.context
+                else:
+                    c, q = s.context, s.new_tokens
+                    p_n += 1
+                    p_tok += q
+                    p_qc += q * (c + (q + 1) / 2)
+                    p_kv += c + q
+        except AttributeError:  # free when nothing is raised: the hot loop stays as it is
+            bad = next(x for x in batch if not isinstance(x, Seq))
+            raise ValueError(
+                f"a batch holds Seq(context, new_tokens) items, got {type(bad).__name__} {bad!r}"
+            ) from None
+        return cls(d_n, float(d_ctx + d_n), p_n, p_tok, p_qc, float(p_kv))
 
     def __add__(self, other: BatchStats) -> BatchStats:
         return BatchStats(
@@ -164,6 +170,11 @@ class RooflineModel:
         """FLOPs and bytes of each operator group in :data:`OPS`, summed over all layers."""
         f = features(stats)
         return self._flops_matrix @ f, self._bytes_matrix @ f
+
+    @property
+    def fixed_seconds_per_token(self) -> float:
+        """The TP all-reduce seconds each scheduled token adds, whatever the SM count."""
+        return self._comm_per_token
 
     def fixed_seconds(self, stats: BatchStats) -> float:
         """The part that no SM count changes: the TP all-reduces and the launch overhead."""
@@ -257,17 +268,26 @@ FEATURES = (
 
 def features(stats: BatchStats) -> np.ndarray:
     """The batch as the vector every operator's FLOPs and bytes are linear in (see FEATURES)."""
+    return feature_rows(stats)[0]
+
+
+def feature_rows(*stats: BatchStats) -> np.ndarray:
+    """The :func:`features` of several batches as the rows of one ``(len(stats), F)`` array."""
     return np.array(
         [
-            1.0 if stats.tokens else 0.0,
-            stats.tokens,
-            stats.decode_kv,
-            stats.decode_seqs,
-            stats.prefill_qc,
-            stats.prefill_tokens,
-            stats.prefill_kv,
-            stats.seqs,
-        ]
+            [
+                1.0 if s.tokens else 0.0,
+                s.tokens,
+                s.decode_kv,
+                s.decode_seqs,
+                s.prefill_qc,
+                s.prefill_tokens,
+                s.prefill_kv,
+                s.seqs,
+            ]
+            for s in stats
+        ],
+        dtype=np.float64,
     )
 
 

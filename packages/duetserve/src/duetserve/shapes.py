@@ -124,9 +124,11 @@ class ModelShape:
             raise ValueError(f"config lacks {missing}; is it a decoder-only transformer config?")
         n_heads = int(get("num_attention_heads"))
         d_model = int(get("hidden_size"))
-        d_head = get("head_dim", None) or d_model // n_heads
-        if float(d_head) != int(d_head):
-            raise ValueError(f"head_dim must be an integer, got {d_head!r}")
+        d_head = get("head_dim", None)
+        if d_head is None:
+            d_head = d_model // n_heads
+        if isinstance(d_head, bool) or float(d_head) != int(d_head) or int(d_head) <= 0:
+            raise ValueError(f"head_dim must be a positive integer, got {d_head!r}")
         return cls(
             n_layers=int(get("num_hidden_layers")),
             d_model=d_model,

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 from duetserve.optimizer import PartitionOptimizer, PartitionPlan
-from duetserve.roofline import FEATURES, BatchStats, RooflineModel
+from duetserve.roofline import FEATURES, BatchStats, RooflineModel, features
 from duetserve.scheduler import Batch, DuetScheduler, RequestState
 from duetserve.workloads import Request, validate_trace
 
@@ -206,8 +206,10 @@ class _Engine:
         scheduler: DuetScheduler,
         rec: _Recorder,
         static_decode_sm: int,
+        shared_bandwidth: bool = False,
     ) -> None:
         self.policy = policy
+        self.shared_bandwidth = shared_bandwidth
         self.model = model
         self.scheduler = scheduler
         self.rec = rec
@@ -292,7 +294,7 @@ class _Engine:
             steps = lat.tolist()
         t_p = 0.0
         if batch.prefills:
-            t_p = self.model.iteration_latency(batch.prefill_seqs(), plan.n_sm_prefill)
+            t_p = self._prefill_seconds(batch, plan)
         # DuetServe's window defers stop checks to its end (tokens past a stop are wasted); a static
         # split's free-running decode stream checks every step.
         deferred = plan.reason != "static"
@@ -302,6 +304,20 @@ class _Engine:
             rec.decode_tokens(r, start + steps[0], steps[1:useful], wasted)  # type: ignore[arg-type]
         self._prefill_done(batch, start + t_p)
         return start + max(sum(steps), t_p)
+
+    def _prefill_seconds(self, batch: Batch, plan: PartitionPlan) -> float:
+        """The prefill pass on its partition. With ``shared_bandwidth`` its HBM bandwidth is capped at
+        what the decode partition leaves, ``B(N) - B(n_d)`` (at least one granule's ``B(g)``: the
+        decode stream is taken to draw its full B(n_d) for the whole window, a pessimistic bound)."""
+        n_p = plan.n_sm_prefill
+        if not (self.shared_bandwidth and batch.decodes):
+            return self.model.iteration_latency(batch.prefill_seqs(), n_p)
+        hw = self.model.hw
+        left = float(hw.bw_curve(hw.n_sm)) - float(hw.bw_curve(plan.n_sm_decode))
+        bw = min(float(hw.bw_curve(n_p)), max(left, float(hw.bw_curve(hw.granularity_sm))))
+        rows = features(BatchStats.of(batch.prefill_seqs()))[None]
+        inv_f = 1.0 / np.atleast_1d(hw.flops_curve(n_p))
+        return float(self.model.latency_rows(rows, inv_f, np.array([1.0 / bw]))[0, 0])
 
     def _prefill_done(self, batch: Batch, at: float) -> None:
         for r, q in batch.prefills:
@@ -325,13 +341,16 @@ def simulate(
     max_time: float = math.inf,
     keep_plans: bool = False,
     optimizer: PartitionOptimizer | None = None,
+    shared_bandwidth: bool = False,
 ) -> SimResult:
     """Serve ``trace`` with ``policy`` on ``model``'s GPU and measure TBT, TTFT and throughput.
 
     ``tbt_slo_s`` is the bound the ``duet`` optimizer plans for (others ignore it); ``kv_capacity``
     (tokens, default from the GPU's memory) bounds admission; ``max_time`` stops the run (requests
     not done by then are reported unfinished). ``optimizer`` overrides the one built from
-    ``tbt_slo_s`` and ``max_lookahead`` (to sweep its reconstructed knobs).
+    ``tbt_slo_s`` and ``max_lookahead`` (to sweep its reconstructed knobs). ``shared_bandwidth``
+    caps a spatial window's prefill bandwidth at ``B(N) - B(n_d)`` (the two partitions share one
+    HBM; by default each gets its own curve, B(n_d) + B(N - n_d) may exceed B(N)).
     """
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
@@ -339,7 +358,11 @@ def simulate(
         raise ValueError(f"static_decode_fraction must lie in (0, 1), got {static_decode_fraction}")
     trace = list(trace)
     validate_trace(trace)
-    if sorted(r.id for r in trace) != list(range(len(trace))):
+    ids = [r.id for r in trace]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise ValueError(f"request ids must be unique; repeated: {dup}")
+    if sorted(ids) != list(range(len(trace))):
         trace = [dataclasses.replace(r, id=i) for i, r in enumerate(trace)]
     opt = optimizer or PartitionOptimizer(model, tbt_slo_s, max_lookahead=max_lookahead)
     cap = kv_capacity_tokens(model) if kv_capacity is None else kv_capacity
@@ -351,7 +374,7 @@ def simulate(
         return rec.result(policy, trace, t_end, n_gpus=2)
     g = model.hw.granularity_sm
     n_d = int(np.clip(round(static_decode_fraction * model.hw.n_sm / g) * g, g, model.hw.n_sm - g))
-    t_end = _Engine(policy, model, sched, rec, n_d).run(trace, max_time)
+    t_end = _Engine(policy, model, sched, rec, n_d, shared_bandwidth).run(trace, max_time)
     return rec.result(policy, trace, t_end, n_gpus=1)
 
 

@@ -177,6 +177,15 @@ def load_trace(path: str | Path, *, time_scale: float = 1.0) -> list[Request]:
             )
         cols[role] = found
     times = np.array([_seconds(r[cols["arrival"]]) for r in rows], dtype=np.float64)
+    # Checked before the shift to 0, so that the message shows the file's own timestamps.
+    bad = np.flatnonzero(~np.isfinite(times) | (times < np.maximum.accumulate(times)))
+    if bad.size:
+        i = int(bad[0])
+        prev = f", before the previous row's {rows[i - 1][cols['arrival']]!r}" if i else ""
+        raise ValueError(
+            f"{path}: row {i + 1} has {cols['arrival']}={rows[i][cols['arrival']]!r}{prev}; "
+            "timestamps must be finite and non-decreasing"
+        )
     arrivals = (times - times[0]) * time_scale
     prompts = np.array([int(r[cols["prompt"]]) for r in rows])
     outputs = np.array([int(r[cols["output"]]) for r in rows])

@@ -80,7 +80,15 @@ class DuetScheduler(_VllmScheduler):
         t0 = time.perf_counter()
         step = plan_step(self.running, self.waiting, budget, self.duet_optimizer)
         t1 = time.perf_counter()
-        self.max_num_scheduled_tokens = min(step.token_budget, budget)
+        applied = min(step.token_budget, budget)
+        # The decodes plan_step counted, to check against what vLLM then schedules.
+        decodes = {
+            r.request_id: r.num_tokens_with_spec - r.num_computed_tokens
+            for r in self.running
+            if r.num_computed_tokens >= r.num_prompt_tokens
+            and r.num_tokens_with_spec > r.num_computed_tokens
+        }
+        self.max_num_scheduled_tokens = applied
         try:
             output = super().schedule(*args, **kwargs)
         finally:
@@ -91,7 +99,12 @@ class DuetScheduler(_VllmScheduler):
             "step": self._duet_step,
             **step.record,
             "scheduled_tokens": int(output.total_num_scheduled_tokens),
+            "applied_budget": applied,
             "default_budget": budget,
+            # decodes vLLM scheduled fewer tokens than planned (preempted or cut) this step
+            "decodes_cut": sum(
+                output.num_scheduled_tokens.get(rid, 0) < new for rid, new in decodes.items()
+            ),
             # what DuetServe adds to a step, and vLLM's own schedule() of that step
             "plan_s": t1 - t0,
             "vllm_schedule_s": t2 - t1,
