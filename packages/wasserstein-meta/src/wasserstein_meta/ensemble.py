@@ -49,6 +49,10 @@ class LearnedEnsemble(nn.Module):
     initialised at 0.1 must grow its weights ~30x to reach a wind force of a few m/s², which Adam
     at lr 1e-2 did not do in hundreds of steps."""
 
+    in_shift: torch.Tensor
+    in_scale: torch.Tensor
+    out_scale: torch.Tensor
+
     def __init__(
         self,
         plant,
