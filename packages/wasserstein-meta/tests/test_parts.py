@@ -126,6 +126,18 @@ def test_fit_ensemble_improves_on_its_initialisation():
     assert _force_error(ens, plant, data) < 0.9 * _force_error(init, plant, data)
 
 
+def test_learned_ensemble_state_dict_keeps_the_data_scales():
+    plant = wm.systems.PFAR()
+    data = wm.data.generate(plant, wm.tasks.BetaWind(), n_traj=2, T=0.4, dt=0.05, seed=0)
+    ens = wm.fit_ensemble(plant, data, hidden=(4, 4), epochs=1, seed=0)
+    assert not torch.equal(ens.in_scale, torch.ones(6)) and float(ens.out_scale) != 1.0
+    fresh = wm.LearnedEnsemble(plant, 2, (4, 4), seed=1)
+    fresh.load_state_dict(ens.state_dict())
+    q, dq = torch.as_tensor(data.q[:, 3]), torch.as_tensor(data.dq[:, 3])
+    idx = torch.arange(2)
+    assert torch.equal(fresh.force(idx, q, dq), ens.force(idx, q, dq))
+
+
 @pytest.mark.slow
 def test_fit_ensemble_learns_the_wind_force():
     """Held-out oracle: the same flights simulated at dt/2 visit states between the training grid's;

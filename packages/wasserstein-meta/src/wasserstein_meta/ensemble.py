@@ -162,7 +162,8 @@ def fit_ensemble(
 
     Loss per model: mean ``‖x̂_{t+1} − x_{t+1}‖²`` + ``reg · ‖θ‖²``; the transitions are shuffled,
     ``train_frac`` train (in batches of ``batch_frac`` of them), the rest held out; Adam; the epoch
-    with the best held-out loss is kept, per model.
+    with the best held-out loss is kept, per model. The networks' input standardisation and output
+    scale are set from ``data`` first (buffers: a ``state_dict`` round trip keeps them).
     """
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
