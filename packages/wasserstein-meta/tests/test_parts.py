@@ -161,3 +161,22 @@ def test_fit_ensemble_learns_the_wind_force():
     zero_err = float(truth.pow(2).sum(-1).mean())
     mean_err = float((truth - mean[idx]).pow(2).sum(-1).mean())
     assert err < 0.1 * min(zero_err, mean_err), (err, zero_err, mean_err)
+
+
+def test_learned_ensemble_output_is_scaled_by_out_scale():
+    plant = wm.systems.PFAR()
+    ens = wm.LearnedEnsemble(plant, 2, (4, 4), seed=0)
+    q, dq = torch.randn(2, 3), torch.randn(2, 3)
+    idx = torch.arange(2)
+    unit = ens.force(idx, q, dq)
+    with torch.no_grad():
+        ens.out_scale.fill_(3.0)
+    assert_close(ens.force(idx, q, dq), 3.0 * unit, atol=1e-14)
+
+
+def test_mlp_features_refuse_bad_sizes_by_name():
+    with pytest.raises(ValueError, match="in_dim must be a positive integer"):
+        wm.MLPFeatures(0, (4, 4))
+    feats = wm.MLPFeatures(6, (4, 4))
+    with pytest.raises(ValueError, match=r"in_dim=6\) got states with 5 entries"):
+        feats(torch.zeros(2, 5))
