@@ -238,3 +238,70 @@ def test_bad_atoms_are_refused():
 def test_lp_norm_needs_p_above_one(p):
     with pytest.raises(ValueError, match="p must be > 1"):
         LpNorm(p)
+
+
+def test_given_atoms_are_a_buffer_that_follows_the_module():
+    atoms = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float32)
+    pot = WassersteinBregman(atoms, eps=0.5)
+    assert "_atoms" in pot.state_dict() and "_atoms" in dict(pot.named_buffers())
+    assert pot.atoms.dtype == torch.float32
+    pot.double()
+    assert pot.atoms.dtype == torch.float64 and pot.Q.dtype == torch.float64
+    fresh = WassersteinBregman(torch.zeros(3, 4), eps=0.5).double()
+    fresh.load_state_dict(pot.state_dict())
+    assert torch.equal(fresh.atoms, pot.atoms)
+
+
+@pytest.mark.parametrize("default", [torch.float32, torch.float64])
+@pytest.mark.parametrize("atoms_dtype", [torch.float32, torch.float64])
+def test_atoms_keep_their_dtype_whatever_the_default(default, atoms_dtype):
+    """conftest sets float64 as default; this test sets each default itself."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        atoms = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)).to(atoms_dtype)
+        pot = WassersteinBregman(atoms, eps=0.5, mode="primal")
+        a = torch.randn(2, 4, dtype=atoms_dtype)
+        assert pot.grad(a).dtype == atoms_dtype and pot.atoms.dtype == atoms_dtype
+        assert torch.equal(pot.atoms, atoms)  # not cast, not copied to another precision
+        assert pot.hess_solve(a, a).dtype == atoms_dtype
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def test_float32_controller_with_given_atoms_simulates_under_a_float32_default():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        import wasserstein_meta as wm
+
+        ctrl = wm.AdaptiveController(
+            wm.systems.PFAR(),
+            wm.MLPFeatures(6, (4, 4), seed=0),
+            WassersteinBregman(torch.randn(2, 12), eps=0.5),
+        )
+        refs = wm.trajectories.random_splines(1, T=1.0, knot_scale=0.3, seed=0)
+        traj = wm.simulate(ctrl, ctrl.plant, refs, wind=[1.0], T=0.2, dt=0.1)
+        assert torch.isfinite(wm.metrics.rms_tracking_error(traj)).all()
+        ctrl.double()
+        assert ctrl.potential.atoms.dtype == torch.float64
+        wm.simulate(ctrl, ctrl.plant, refs, wind=[1.0], T=0.2, dt=0.1)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@pytest.mark.parametrize("centre", [True, False])
+def test_zero_start_puts_the_dual_estimate_at_zero(centre):
+    gen = torch.Generator().manual_seed(3)
+    atoms = 5.0 * torch.randn(4, 6, generator=gen) + 20.0  # far from the origin
+    plain = WassersteinBregman(atoms, eps=2.0, mode="dual", centre=centre)
+    zero = WassersteinBregman(atoms, eps=2.0, mode="dual", centre=centre, zero_start=True)
+    like = torch.zeros(3, 2)
+    assert float(plain.estimate(plain.initial_state(3, 6, like)).detach().norm()) > 10.0
+    z0 = zero.initial_state(3, 6, like)
+    assert_close(zero.estimate(z0), torch.zeros(3, 6), atol=1e-10)
+    # Same law from there: the state rate is the drive, as without zero_start.
+    g = torch.randn(3, 6, generator=gen)
+    assert torch.equal(zero.state_rate(z0, g), g)
+    with pytest.raises(ValueError, match="zero_start"):
+        WassersteinBregman(atoms, mode="primal", zero_start=True)

@@ -1,6 +1,15 @@
+import dataclasses
+import math
+
+import pytest
 from wasserstein_meta.reproduce import main
 
 from shared_core.report import Report
+
+
+@dataclasses.dataclass
+class Budget:
+    steps: int = 1
 
 
 def test_reproduce_smoke_writes_a_report(tmp_path):
@@ -14,10 +23,10 @@ def test_a_tie_never_holds_and_a_clear_effect_does():
     from wasserstein_meta.reproduce import claim_verdict, paired_by_seed
 
     same = [[0.3, 0.5, 0.4], [0.2, 0.6, 0.4], [0.35, 0.45, 0.4]]
-    diff, se, n = paired_by_seed(same, same)  # M1: meta-training that does nothing
+    diff, se, n = paired_by_seed(same, same)
     assert (diff, se, n) == (0.0, 0.0, 3)
     assert claim_verdict(diff, se, 0.4, 0.05) is False
-    # M2-like: a consistent but tiny gain (1 %) is below the minimum effect (10 %).
+    # A consistent but tiny gain (1 %) is below the minimum effect (10 %).
     tiny = [[x * 0.99 for x in f] for f in same]
     diff, se, _ = paired_by_seed(tiny, same)
     assert diff < 0 and diff + 2 * se < 0
@@ -36,3 +45,39 @@ def test_seed_to_seed_spread_is_in_the_standard_error():
     diff, se, n = paired_by_seed(ours, base)
     assert n == 3 and abs(diff) < 1e-12
     assert abs(se - 0.5 / 3**0.5) < 1e-12  # std 0.5 over 3 seeds; the flights alone give 0
+
+
+def test_the_standard_error_widens_the_bound_it_does_not_narrow_it():
+    from wasserstein_meta.reproduce import claim_verdict
+
+    # diff = −0.1, se = 0.1: the upper bound is +0.1, above −0.05 (a sign slip gives −0.3: held).
+    assert claim_verdict(-0.1, 0.1, 1.0, 0.05, "<") is False
+    assert claim_verdict(-0.3, 0.1, 1.0, 0.05, "<") is True  # bound −0.1 < −0.05
+    # Non-inferiority: ours may be up to the margin worse, the s.e. counted against it.
+    assert claim_verdict(0.01, 0.0, 1.0, 0.02, "≤") is True
+    assert claim_verdict(0.01, 0.01, 1.0, 0.02, "≤") is False  # bound +0.03 > +0.02
+    assert claim_verdict(-0.01, 0.005, 1.0, 0.02, "≤") is True
+    with pytest.raises(ValueError, match="relation"):
+        claim_verdict(0.0, 0.0, 1.0, 0.02, "<<")
+
+
+def test_a_diverged_flight_is_counted_and_fails_the_claim():
+    from wasserstein_meta.reproduce import _claim, claim_verdict, diverged_flights
+
+    base = [[1.0, 1.0], [1.0, 1.1], [1.2, 1.0]]
+    ours = [[0.2, 0.3], [math.nan, math.nan], [0.3, 0.2]]  # seed 1 diverged
+    assert diverged_flights(ours, base) == 2
+    assert claim_verdict(-0.8, 0.01, 1.0, 0.1, "<", diverged=2) is False
+
+    class Recorder:
+        def claim(self, name, *args, **kwargs):
+            self.kwargs = kwargs
+
+    rec = Recorder()
+    _claim(rec, "x", "adaptive < PID", ours, base, "ours", "PID", Budget())
+    assert rec.kwargs["held"] is False
+    assert rec.kwargs["note"].startswith("2 test flight(s) diverged: not held")
+    _claim(
+        rec, "x", "adaptive < PID", [[0.2, 0.3], [0.25, 0.2], [0.3, 0.2]], base, "o", "b", Budget()
+    )
+    assert rec.kwargs["held"] is True and "diverged" not in rec.kwargs["note"]

@@ -194,3 +194,26 @@ def test_simulate_keeps_no_graph_unless_asked():
     assert wm.simulate(ctrl, PLANT, REFS[0], wind=1.0, T=0.4, dt=0.1).q.grad_fn is None
     traj = wm.simulate(ctrl, PLANT, REFS[0], wind=1.0, T=0.4, dt=0.1, grad=True)
     assert traj.q.grad_fn is not None
+
+
+def test_learnable_atoms_are_trained_and_survive_a_round_trip():
+    pot = WassersteinBregman("ensemble", lam=1.0, Q=1.0, learnable_atoms=True)
+    ctrl = wm.AdaptiveController(
+        PLANT, wm.MLPFeatures(6, (4, 4), seed=0), pot, wm.PDGains(3, 1.0, 5.0, 5.0)
+    )
+    states = reference_states(REFS[:2], FAST["T"])
+    initial = task_atoms(ctrl, ENS.subset([0, 1]), states).detach()
+    meta_train(ctrl, ENS, REFS, steps=4, lr=0.1, seed=0, **(FAST | {"val_frac": 0.0}))
+    atoms = ctrl.potential.atoms
+    assert isinstance(atoms, torch.nn.Parameter)
+    assert atoms.shape == initial.shape and not torch.allclose(atoms, initial, atol=1e-3)
+    fresh = wm.AdaptiveController(
+        PLANT,
+        wm.MLPFeatures(6, (4, 4), seed=1),
+        WassersteinBregman("ensemble", learnable_atoms=True),
+        wm.PDGains(3, 1.0, 5.0, 5.0),
+    )
+    fresh.load_state_dict(ctrl.state_dict())
+    assert isinstance(fresh.potential.atoms, torch.nn.Parameter)
+    assert torch.equal(fresh.potential.atoms, atoms)
+    assert "potential._atoms" in dict(fresh.named_parameters())

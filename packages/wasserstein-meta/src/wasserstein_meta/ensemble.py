@@ -43,7 +43,15 @@ class OracleEnsemble:
 
 
 class LearnedEnsemble(nn.Module):
-    """``f_j(x) = A_j tanh(W₂ⱼ tanh(W₁ⱼ x + b₁ⱼ) + b₂ⱼ)``, all models in batched tensors."""
+    """``f_j(x) = σ_f · A_j tanh(W₂ⱼ tanh(W₁ⱼ x̃ + b₁ⱼ) + b₂ⱼ)`` with ``x̃ = (x − μ_x) / σ_x``, all
+    models in batched tensors. ``μ_x, σ_x, σ_f`` are buffers (identity until :func:`fit_ensemble`
+    sets them from its data): with raw states in tanh units and a unit-scale output, a network
+    initialised at 0.1 must grow its weights ~30x to reach a wind force of a few m/s², which Adam
+    at lr 1e-2 did not do in hundreds of steps."""
+
+    in_shift: torch.Tensor
+    in_scale: torch.Tensor
+    out_scale: torch.Tensor
 
     def __init__(
         self,
@@ -67,6 +75,9 @@ class LearnedEnsemble(nn.Module):
         self.winds = torch.as_tensor(
             np.asarray(winds if winds is not None else [np.nan] * n_models)
         )
+        self.register_buffer("in_shift", torch.zeros(2 * plant.dim))
+        self.register_buffer("in_scale", torch.ones(2 * plant.dim))
+        self.register_buffer("out_scale", torch.ones(()))
 
     @property
     def n_models(self) -> int:
@@ -76,13 +87,13 @@ class LearnedEnsemble(nn.Module):
         return self.winds[index].tolist()
 
     def force(self, index: torch.Tensor, q: torch.Tensor, dq: torch.Tensor) -> torch.Tensor:
-        h = torch.cat([q, dq], -1)
+        h = (torch.cat([q, dq], -1) - self.in_shift.to(q.dtype)) / self.in_scale.to(q.dtype)
         last = len(self.weights) - 1
         for i, W in enumerate(self.weights):
             h = (W[index].to(h.dtype) @ h.unsqueeze(-1)).squeeze(-1)
             if i < last:
                 h = torch.tanh(h + self.biases[i][index].to(h.dtype))
-        return h
+        return h * self.out_scale.to(h.dtype)
 
     def subset(self, index: Sequence[int]) -> _SubEnsemble:
         return _SubEnsemble(self, torch.as_tensor(list(index)))
@@ -120,6 +131,22 @@ def _rk38_step(plant, ens: LearnedEnsemble, q, dq, u, dt, index):
     return x + dt * (k1 + 3 * k2 + 3 * k3 + k4) / 8
 
 
+def _set_scales(ens: LearnedEnsemble, plant, q, dq, u, dt: float) -> None:
+    """The data's state mean and spread (x̃ ~ unit scale), and the RMS of the force the transitions
+    imply, ``(q̇_{t+1} − q̇_t)/dt − q̈_nominal(q_t, q̇_t, u_t)``: a first-order estimate, used only
+    as the output's unit."""
+    x = torch.cat([q, dq], -1).reshape(-1, q.shape[-1] + dq.shape[-1])
+    spread = x.std(0)
+    zero = torch.zeros_like(q[:, :-1])
+    nominal = plant.acceleration(q[:, :-1], dq[:, :-1], u[:, :-1], zero)
+    implied = (dq[:, 1:] - dq[:, :-1]) / dt - nominal
+    rms = implied.pow(2).mean().sqrt()
+    with torch.no_grad():
+        ens.in_shift.copy_(x.mean(0))
+        ens.in_scale.copy_(torch.where(spread > 1e-8, spread, torch.ones_like(spread)))
+        ens.out_scale.fill_(float(rms) if float(rms) > 1e-8 else 1.0)
+
+
 def fit_ensemble(
     plant,
     data: Dataset,
@@ -135,7 +162,8 @@ def fit_ensemble(
 
     Loss per model: mean ``‖x̂_{t+1} − x_{t+1}‖²`` + ``reg · ‖θ‖²``; the transitions are shuffled,
     ``train_frac`` train (in batches of ``batch_frac`` of them), the rest held out; Adam; the epoch
-    with the best held-out loss is kept, per model.
+    with the best held-out loss is kept, per model. The networks' input standardisation and output
+    scale are set from ``data`` first (buffers: a ``state_dict`` round trip keeps them).
     """
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
@@ -150,6 +178,7 @@ def fit_ensemble(
     train, held = perm[:n_train], perm[n_train:]
     batch = max(1, int(batch_frac * n_train))
     models = torch.arange(J)
+    _set_scales(ens, plant, q, dq, u, dt)
     opt = torch.optim.Adam(ens.parameters(), lr=lr)
 
     def losses(steps: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,8 @@ class MLPFeatures(nn.Module):
         seed: int | None = None,
     ):
         super().__init__()
+        if not (isinstance(in_dim, int) and in_dim >= 1):
+            raise ValueError(f"in_dim must be a positive integer (the state size), got {in_dim!r}")
         if not hidden or any(h < 1 for h in hidden):
             raise ValueError(f"hidden must be a non-empty list of positive widths, got {hidden}")
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -35,9 +37,15 @@ class MLPFeatures(nn.Module):
             for layer in self.layers:
                 for p in layer.parameters():  # weight, then bias
                     p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * init_std)
+        self.in_dim = in_dim
         self.out_dim = dims[-1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.in_dim:
+            raise ValueError(
+                f"MLPFeatures(in_dim={self.in_dim}) got states with {x.shape[-1]} entries "
+                f"(shape {tuple(x.shape)}): the state x = (q, q̇) must have {self.in_dim}"
+            )
         for layer in self.layers:
             x = torch.tanh(layer(x))
         return x

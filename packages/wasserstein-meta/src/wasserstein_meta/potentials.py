@@ -212,6 +212,17 @@ class WassersteinBregman(BregmanPotential):
     between the tasks, not at the origin of the parameter space, which can lie far from all of
     them (one atom would then win the attention outright). The Hessian is that of the uncentred
     potential at ``a + ā``.
+
+    ``zero_start=True`` (dual mode only) starts the dual state at ``ζ(0) = ∇ψ*(0)`` instead of 0,
+    so that the estimate starts at ``â(0) = ∇ψ(ζ(0)) = 0`` as in the base framework (``Â(0) = 0``)
+    and as the Euclidean and primal laws do. The law ``ζ̇ = g`` and its Lyapunov function are
+    unchanged; only the starting point moves. From ζ = 0 the dual estimate starts at
+    ``∇ψ(0) = Σ_k π_k(0) Qa_k``, a task's parameters, not at 0.
+
+    Given atoms are a buffer (``learnable_atoms=True``: a parameter from construction, or from the
+    first :meth:`set_atoms` for ``"ensemble"``, which :func:`~wasserstein_meta.meta_train` calls
+    before it builds its optimizer): they are in ``state_dict`` and follow ``.to()``/``.double()``.
+    A potential built from given atoms takes their dtype.
     """
 
     AUTO_EPS_SCALE = 0.05
@@ -228,6 +239,7 @@ class WassersteinBregman(BregmanPotential):
         learn_geometry: bool = True,
         learn_lam: bool | None = None,
         centre: bool = True,
+        zero_start: bool = False,
     ):
         super().__init__()
         self._eps_auto = eps == "auto"
@@ -239,6 +251,9 @@ class WassersteinBregman(BregmanPotential):
             raise ValueError(f"mode must be 'primal' or 'dual', got {mode!r}")
         self.mode = mode
         self.centre = bool(centre) and mode == "dual"
+        if zero_start and mode != "dual":
+            raise ValueError("zero_start applies to mode='dual' only (the primal state is â)")
+        self.zero_start = bool(zero_start)
         self.learnable_atoms = learnable_atoms
         self.learn_geometry = learn_geometry
         self.log_eps = nn.Parameter(torch.tensor(math.log(eps)), requires_grad=learn_geometry)
@@ -248,13 +263,14 @@ class WassersteinBregman(BregmanPotential):
         self._weights = weights
         self.n: int | None = None
         self.atoms_source = "ensemble" if isinstance(atoms, str) else "given"
+        self.register_buffer("_atoms", None)
         if isinstance(atoms, str):
             if atoms != "ensemble":
                 raise ValueError(f"atoms must be a (K, n) tensor or 'ensemble', got {atoms!r}")
-            self.register_buffer("_atoms", None)
         else:
             atoms = _check_atoms(atoms, None)
             self.bind(atoms.shape[1])
+            self.to(atoms.dtype)  # the user's atoms keep their precision; the geometry follows
             self.set_atoms(atoms)
 
     # -- geometry -------------------------------------------------------------------------------
@@ -306,7 +322,8 @@ class WassersteinBregman(BregmanPotential):
                 if eps > 0 and math.isfinite(eps):
                     self.log_eps.fill_(math.log(eps))
         if self.learnable_atoms:
-            if not isinstance(getattr(self, "_atoms", None), nn.Parameter):
+            # Learnable atoms are initialised once; later calls leave them to the optimizer.
+            if not isinstance(self._atoms, nn.Parameter):
                 self._atoms = nn.Parameter(atoms.detach().clone())
             return
         self._atoms = atoms
@@ -317,7 +334,8 @@ class WassersteinBregman(BregmanPotential):
         if key in state_dict:
             self._eps_auto = False  # ε comes with the state dict: do not re-initialise it
             if self._atoms is None:
-                self._atoms = state_dict[key].detach().clone()
+                saved = state_dict[key].detach().clone()
+                self._atoms = nn.Parameter(saved) if self.learnable_atoms else saved
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
@@ -337,6 +355,12 @@ class WassersteinBregman(BregmanPotential):
         if w.shape != (K,) or not (w > 0).all():
             raise ValueError(f"weights must be {K} positive numbers, got {w.tolist()}")
         return torch.log(w / w.sum())
+
+    def initial_state(self, batch: int, n: int, like: torch.Tensor) -> torch.Tensor:
+        """ζ = 0, or ``ζ = ∇ψ*(0)`` with ``zero_start`` (then ``â(0) = 0``)."""
+        if not self.zero_start:
+            return super().initial_state(batch, n, like)
+        return self.conj_grad(like.new_zeros(1, n)).expand(batch, n)
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[None]:

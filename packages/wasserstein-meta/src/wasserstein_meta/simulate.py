@@ -127,7 +127,10 @@ def closed_loop(
     batch, n = len(ref_index), ctrl.n_params
     pot, plant = ctrl.potential, ctrl.plant
     nq = plant.dim  # configuration dofs (the adapted dimension d is the input count)
-    start = stages[0.0][:, ref_index, 0].to(dtype)
+    # Gathered once per rollout: indexing (derivs + 1, B, N + 1, ·) by ref_index at every stage
+    # was a copy per call; a step's slice of the gathered grid is a view.
+    stages = {c: st[:, ref_index].to(dtype) for c, st in stages.items()}
+    start = stages[0.0][:, :, 0]
     x = ctrl.initial_state(start)
     z = pot.initial_state(batch, n, x)
     X = torch.cat([x, z, x.new_zeros(batch, 3)], -1)
@@ -140,7 +143,7 @@ def closed_loop(
         def rhs(X: torch.Tensor, step: int, c: float, record: bool = False) -> torch.Tensor:
             nonlocal saturated
             q, dq, z = X[:, :nq], X[:, nq : 2 * nq], X[:, 2 * nq : 2 * nq + n]
-            ref = stages[c][:, ref_index, step].to(dtype)
+            ref = stages[c][:, :, step]
             out = ctrl.control(q, dq, tuple(ref), z, *consts)
             f = ensemble.force(model_index, q, dq)
             ddq = plant.acceleration(q, dq, out.u, f)

@@ -137,6 +137,9 @@ def meta_train(
     train_pairs = _pairs(len(r_train), ens_train.n_models)
     val_pairs = _pairs(len(r_val), ens_val.n_models)
     states = reference_states(r_train, T, ctrl=ctrl)
+    # Learnable atoms become a parameter at their first setting: before the optimizer is built.
+    with torch.no_grad():
+        refresh_atoms(ctrl, ens_train, states)
     opt = torch.optim.Adam([p for p in ctrl.parameters() if p.requires_grad], lr=lr)
     history = History()
     best_state = copy.deepcopy(ctrl.state_dict())
