@@ -23,6 +23,20 @@ from typing import Any
 
 import numpy as np
 
+from cars_sampling import (
+    baselines,
+    constraints,
+    exact,
+    grammar_lm,
+    grammars,
+    llguidance_backend,
+    lm,
+    regex,
+    sampler,
+    tempering,
+    transformers_lm,
+    trie,
+)
 from cars_sampling.baselines import METHODS, sample_with
 from cars_sampling.constraints import DFAConstraint
 from cars_sampling.exact import (
@@ -44,6 +58,22 @@ TOY_EOS = 3
 TOY_REGEX = "a(b|c)*|c(a|b)+"
 TOY_MAX_NEW_TOKENS = 7
 RUNS = METHODS  # the four styles, then GCD
+# What the sampling runs execute: their checkpoints are keyed on these sources only, so adding a
+# baseline or a claim to this file does not recompute them.
+_SAMPLING_CODE: list[Any] = [
+    baselines,
+    constraints,
+    exact,
+    grammar_lm,
+    grammars,
+    llguidance_backend,
+    lm,
+    regex,
+    sampler,
+    tempering,
+    transformers_lm,
+    trie,
+]
 
 
 class _ConeMaskedCARS(CARSSampler):
@@ -111,7 +141,11 @@ def exactness(args: ReproduceArgs, report: Report) -> None:
     seeds = list(range(args.pick(smoke=1, quick=3, full=5)))
     n = args.pick(smoke=300, quick=3000, full=10_000)
     runs = [
-        report.cached(f"toy-v2-seed{s}-n{n}", lambda s=s: _toy_run(s, n))
+        report.cached(
+            f"toy-v2-seed{s}-n{n}",
+            lambda s=s: _toy_run(s, n),
+            code=[*_SAMPLING_CODE, _toy_run, _first_samples, _ConeMaskedCARS],
+        )
         for s in progress(seeds, desc="exactness")
     ]
     rows = []
@@ -277,8 +311,8 @@ def _per_valid(m: dict[str, Any], key: str) -> float:
 
 def efficiency(args: ReproduceArgs, report: Report) -> None:
     grammars = args.pick(smoke=["bv4"], quick=list(GRAMMARS), full=list(GRAMMARS))
-    n = args.pick(smoke=2, quick=50, full=100)
-    attempts = args.pick(smoke=10, quick=400, full=2000)
+    n = args.pick(smoke=2, quick=30, full=100)
+    attempts = args.pick(smoke=10, quick=300, full=2000)
     max_new_tokens = args.pick(smoke=12, quick=48, full=64)
     model, tok = _neural_lm(args)
     results: dict[tuple[str, str], dict[str, Any]] = {}
@@ -289,6 +323,7 @@ def efficiency(args: ReproduceArgs, report: Report) -> None:
             lambda g=g, spec=spec: _neural_run(
                 model, tok, g, spec, n, attempts, max_new_tokens, args.seed
             ),
+            code=[*_SAMPLING_CODE, _neural_run, _neural_lm],
         )
     rows = [
         {
