@@ -30,7 +30,10 @@ def kernel(runs, proposal, log_accept):
     """K[s][s'] for s != s': the exact Metropolis-Hastings transition probabilities."""
     out = {}
     for (s, a), (s2, b) in itertools.permutations(runs.items(), 2):
-        common = next((k for k, (x, y) in enumerate(zip(s, s2)) if x != y), min(len(s), len(s2)))
+        common = next(
+            (k for k, (x, y) in enumerate(zip(s, s2, strict=False)) if x != y),
+            min(len(s), len(s2)),
+        )
         positions = [0] if proposal == "restart" else range(min(common, len(a.log_z) - 1) + 1)
         total = 0.0
         for i in positions:

@@ -117,4 +117,3 @@ def mcmc_sample(
         reason="" if len(samples) == n_samples else f"{runs} GCD runs reached max_attempts",
         acceptance_history=accepted,
     )
-

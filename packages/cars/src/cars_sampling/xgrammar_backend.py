@@ -65,14 +65,19 @@ class XGrammarConstraint:
         self.fingerprint = (
             "xgr:"
             + hashlib.sha256(
-                repr((source, sorted(self.eos_token_ids), vocab_size, allow_special_tokens)).encode()
+                repr(
+                    (source, sorted(self.eos_token_ids), vocab_size, allow_special_tokens)
+                ).encode()
             ).hexdigest()[:16]
         )
         self.reset()
 
     @staticmethod
     def _compiler(
-        tokenizer: Any, eos_token_ids: int | Sequence[int] | None, vocab_size: int | None, model: Any
+        tokenizer: Any,
+        eos_token_ids: int | Sequence[int] | None,
+        vocab_size: int | None,
+        model: Any,
     ) -> tuple[Any, list[int], int]:
         xgr = _xgrammar()
         if eos_token_ids is None:
@@ -80,8 +85,9 @@ class XGrammarConstraint:
         eos = [eos_token_ids] if isinstance(eos_token_ids, int) else [int(t) for t in eos_token_ids]
         size = int(vocab_size if vocab_size is not None else len(tokenizer))
         if size < len(tokenizer):
-            raise ValueError(f"vocabulary mismatch: the tokenizer has {len(tokenizer)} tokens, "
-                             f"vocab_size={size}")
+            raise ValueError(
+                f"vocabulary mismatch: the tokenizer has {len(tokenizer)} tokens, vocab_size={size}"
+            )
         if not eos or any(not 0 <= t < size for t in eos):
             raise ValueError(f"eos_token_ids {eos} must be non-empty ids in [0, {size})")
         info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=size, stop_token_ids=eos)
@@ -93,7 +99,9 @@ class XGrammarConstraint:
     ) -> XGrammarConstraint:
         allow = bool(kwargs.pop("allow_special_tokens", False))
         compiler, eos, size = cls._compiler(
-            tokenizer, kwargs.pop("eos_token_ids", None), kwargs.pop("vocab_size", None),
+            tokenizer,
+            kwargs.pop("eos_token_ids", None),
+            kwargs.pop("vocab_size", None),
             kwargs.pop("model", None),
         )
         if kwargs:
@@ -102,8 +110,14 @@ class XGrammarConstraint:
             compiled = getattr(compiler, f"compile_{kind}")(source, **compile_args)
         except (RuntimeError, ValueError) as exc:  # xgrammar raises RuntimeError on parse errors
             raise GrammarError(f"{kind} does not compile: {exc}") from exc
-        return cls(compiled, tokenizer, source=f"{kind}:{source}:{compile_args}",
-                   eos_token_ids=eos, vocab_size=size, allow_special_tokens=allow)
+        return cls(
+            compiled,
+            tokenizer,
+            source=f"{kind}:{source}:{compile_args}",
+            eos_token_ids=eos,
+            vocab_size=size,
+            allow_special_tokens=allow,
+        )
 
     @classmethod
     def from_grammar(cls, grammar: str, tokenizer: Any, **kwargs: Any) -> XGrammarConstraint:
