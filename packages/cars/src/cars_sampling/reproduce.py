@@ -142,7 +142,7 @@ def _toy_run(seed: int, n: int) -> dict[str, Any]:
 
 def exactness(args: ReproduceArgs, report: Report) -> None:
     seeds = list(range(args.pick(smoke=1, quick=3, full=5)))
-    n = args.pick(smoke=300, quick=3000, full=10_000)
+    n = args.pick(smoke=150, quick=3000, full=10_000)
     runs = [
         report.cached(
             f"toy-v2-seed{s}-n{n}",
