@@ -58,7 +58,8 @@ def mcmc_sample(
     """``n_samples`` independent chains of ``steps`` Metropolis-Hastings steps from a GCD sample.
 
     Approximate: each sample is a chain's last state. ``n_attempts`` counts GCD runs (starts and
-    proposals, ``max_attempts`` bounds them), ``n_forward_passes`` the LM calls they made, and
+    proposals, ``max_attempts`` bounds them: a chain the bound cuts short is returned with the
+    steps it ran), ``n_forward_passes`` the LM calls they made, and
     ``acceptance_history`` the MH acceptances. ``prefix_cache=False`` calls the LM's
     ``new_attempt()`` before each GCD run, as a fresh ``generate`` call per proposal would.
     """
