@@ -331,6 +331,15 @@ def vllm(session: nox.Session) -> None:
 
 
 @nox.session
+def xgrammar_cars(session: nox.Session) -> None:
+    """cars' XGrammar backend tests, in their own venv: xgrammar pulls triton (pinned in the CI
+    constraints, beside the CPU torch), which stays out of the shared venvs."""
+    _install(session, "-e", f"packages/{CORE}", *_editable(["cars"], extras="test,xgrammar"))
+    _assert_cpu_torch(session)
+    _pytest(session, "xgrammar_cars", "packages/cars/tests/test_xgrammar.py", "-q", "-rs")
+
+
+@nox.session
 def spikingjelly(session: nox.Session) -> None:
     """adas-optim's spikingjelly parity tests (its own job: issue 14); skips where it cannot install.
 

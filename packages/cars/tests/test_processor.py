@@ -29,6 +29,50 @@ def drive(proc, lm, prompt, n, rng):
     return [t for t in ids[len(prompt) :] if t != lm.eos_token_id] if ok else None
 
 
+def drive_drop_in(proc, lm, checker, n, rng):
+    """One attempt as a bare ``generate(logits_processor=[proc])`` call: no begin, no finish."""
+    ids = []
+    while True:
+        out = proc(torch.tensor([ids]), lm.logprobs(ids)[None])
+        tok = draw(torch.exp(out[0].double()), float(rng.random()))
+        ids.append(tok)
+        if tok == lm.eos_token_id or len(ids) == n:
+            break
+    checker.reset()
+    sample = ids[:-1] if ids[-1] == lm.eos_token_id else ids
+    return sample if all(checker.advance(t) for t in sample) and checker.is_accepting() else None
+
+
+class _UncountedProcessor(CARSLogitsProcessor):
+    """0.2.0's behaviour: an attempt without finish() is dropped uncounted (its nodes stay new)."""
+
+    def _close_unfinished(self):
+        self._prompt_len, self._rows, self._seen = None, None, None
+
+
+@pytest.mark.parametrize("cls, exact_ok", [(CARSLogitsProcessor, True), (_UncountedProcessor, False)])
+def test_forgetting_finish_does_not_bias_the_samples(toy, chi_square, cls, exact_ok):
+    """The review's scenario (0.2.0: TV 0.166, p = 9e-35): attempts never finished are closed
+    by the next call, so the samples stay exact; the 0.2.0 behaviour must fail the same test."""
+    import copy
+
+    import numpy as np
+
+    lm, c, n = toy
+    exact = exact_distribution(lm, c, max_new_tokens=n)
+    proc, checker, rng = cls(c), copy.deepcopy(c), np.random.default_rng(0)
+    got, attempts = [], 0
+    while len(got) < 1000:
+        sample = drive_drop_in(proc, lm, checker, n, rng)
+        attempts += 1
+        if sample is not None:
+            got.append(sample)
+    assert (chi_square(got, exact) > 1e-3) == exact_ok
+    if exact_ok:
+        proc.begin(0)
+        assert proc.attempts == attempts and proc.n_tries == 1
+
+
 def test_alternating_prompts_sample_each_prompts_exact_distribution(toy, chi_square):
     import numpy as np
 

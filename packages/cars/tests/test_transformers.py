@@ -148,6 +148,35 @@ def test_logits_processor_runs_inside_generate(model):
     assert proc.attempts == 6 and proc.trie.n_nodes > 1
 
 
+def test_logits_processor_is_a_drop_in_without_begin_or_finish(model):
+    """Plain ``generate(logits_processor=[proc])`` calls: each new call closes the last attempt."""
+    from cars_sampling.processor import CARSLogitsProcessor, generate_kwargs
+
+    proc = CARSLogitsProcessor(constraint())
+    torch.manual_seed(0)
+    for prompt in ([[0]], [[0]], [[0, 2]], [[0]]):
+        model.generate(torch.tensor(prompt), logits_processor=[proc], **generate_kwargs(4, [EOS]))
+    proc.begin(1)  # closes the fourth attempt
+    assert proc.attempts == 4 and proc.n_tries == 2
+
+
+def test_an_attempt_that_raises_inside_generate_still_counts(model):
+    from cars_sampling.processor import CARSLogitsProcessor
+
+    class Broken:
+        generation_config = model.generation_config
+
+        def generate(self, input_ids, logits_processor, **kwargs):
+            proc = logits_processor[0]
+            proc(input_ids, model(input_ids).logits[:, -1])
+            raise KeyboardInterrupt
+
+    proc = CARSLogitsProcessor(constraint())
+    with pytest.raises(KeyboardInterrupt):
+        proc.generate(Broken(), torch.tensor([[0]]), max_new_tokens=4)
+    assert proc.attempts == 1 and proc.trie.n_nodes == 1
+
+
 def test_stop_token_ids_collects_every_source(model):
     from cars_sampling.transformers_lm import stop_token_ids
 

@@ -28,11 +28,13 @@ from cars_sampling.exact import (
 )
 from cars_sampling.llguidance_backend import LLGuidanceConstraint
 from cars_sampling.lm import NextTokenLM, ToyLM
+from cars_sampling.mcmc import mcmc_sample
 from cars_sampling.processor import CARSLogitsProcessor, generate_kwargs
 from cars_sampling.regex import RegexDFA
 from cars_sampling.sampler import STYLES, CARSSampler, CARSStats, SampleResult
 from cars_sampling.transformers_lm import TransformersLM, sequence_logprob, stop_token_ids
 from cars_sampling.trie import Trie, invariant_error
+from cars_sampling.xgrammar_backend import XGrammarConstraint
 
 try:
     __version__ = version("cars-sampling")
@@ -58,6 +60,7 @@ __all__ = [
     "TransformersLM",
     "Trie",
     "TrieMemoryError",
+    "XGrammarConstraint",
     "__version__",
     "accept_all",
     "ancestral_sample",
@@ -68,6 +71,7 @@ __all__ = [
     "generate_kwargs",
     "invariant_error",
     "kl_divergence",
+    "mcmc_sample",
     "rejection_sample",
     "sample_with",
     "sequence_logprob",

@@ -8,7 +8,9 @@ prefixes lose much mass to invalid continuations. It is the negative control of 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -19,6 +21,68 @@ from cars_sampling.lm import NextTokenLM
 from cars_sampling.sampler import CARSSampler, SampleResult, Style, prompt_ids
 from cars_sampling.tempering import check_logprobs, check_sampling_args, transform_logprobs
 from cars_sampling.trie import draw, probs_from_logp
+
+
+@dataclass
+class GCDRun:
+    """One masked-decoding continuation: the whole string, its log-probs and the masked masses.
+
+    ``tokens`` holds the prefix and the continuation, without the stop token; per drawn position
+    of the continuation (the stop token included), ``log_p`` is the model log-prob of the drawn
+    token and ``log_z`` the log of the allowed mass (the GCD importance weight of a string is
+    ``exp(sum(log_z))``).
+    """
+
+    tokens: list[int]
+    log_p: list[float]
+    log_z: list[float]
+    ok: bool
+    passes: int
+
+    @property
+    def logprob(self) -> float:
+        return float(sum(self.log_p))
+
+
+def gcd_continue(
+    lm: NextTokenLM,
+    constraint: Constraint,
+    prompt: Sequence[int],
+    prefix: Sequence[int],
+    rng: np.random.Generator,
+    temperature: float,
+    max_new_tokens: int,
+) -> GCDRun:
+    """Greedy constrained decoding from ``prefix`` (one uniform per token): GCD's one attempt.
+
+    The constraint is replayed through ``prefix``, which must be valid. ``ok`` is ``False`` on a
+    dead end (the mask allows nothing) or when ``max_new_tokens`` cuts a string outside the
+    language.
+    """
+    constraint.reset()
+    tokens = [int(t) for t in prefix]
+    if not all(constraint.advance(t) for t in tokens):
+        raise ValueError(f"prefix {tokens[:20]} is not valid under the constraint")
+    log_p: list[float] = []
+    log_z: list[float] = []
+    passes = 0
+    while True:
+        raw = lm.logprobs([*prompt, *tokens]).detach().cpu()
+        check_logprobs(raw, tokens)
+        logp = transform_logprobs(raw, temperature)
+        passes += 1
+        lse = float(torch.logsumexp(logp.to(torch.float64), 0))
+        weights = probs_from_logp(logp, lse) * constraint.allowed_mask().to(torch.float64)
+        tok = draw(weights, float(rng.random()))
+        if tok < 0 or not constraint.advance(tok):
+            return GCDRun(tokens, log_p, log_z, False, passes)
+        log_p.append(float(logp[tok]) - lse)
+        log_z.append(math.log(float(weights.sum())))
+        if tok in constraint.eos_token_ids:
+            return GCDRun(tokens, log_p, log_z, True, passes)
+        tokens.append(tok)
+        if len(tokens) == len(prefix) + max_new_tokens:
+            return GCDRun(tokens, log_p, log_z, constraint.is_accepting(), passes)
 
 
 def gcd_sample(
@@ -51,32 +115,12 @@ def gcd_sample(
     history: list[bool] = []
     passes = 0
     while len(out) < n_samples and len(history) < max_attempts:
-        constraint.reset()
-        tokens: list[int] = []
-        lp_sum = 0.0
-        ok = False
-        while True:
-            raw = lm.logprobs([*ids, *tokens]).detach().cpu()
-            check_logprobs(raw, tokens)
-            logp = transform_logprobs(raw, temperature)
-            passes += 1
-            lse = float(torch.logsumexp(logp.to(torch.float64), 0))
-            weights = probs_from_logp(logp, lse) * constraint.allowed_mask().to(torch.float64)
-            tok = draw(weights, float(rng.random()))
-            if tok < 0 or not constraint.advance(tok):
-                break
-            lp_sum += float(logp[tok]) - lse
-            if tok in constraint.eos_token_ids:
-                ok = True
-                break
-            tokens.append(tok)
-            if len(tokens) == max_new_tokens:
-                ok = constraint.is_accepting()
-                break
-        history.append(ok)
-        if ok:
-            out.append(tokens)
-            logprobs.append(lp_sum)
+        step = gcd_continue(lm, constraint, ids, (), rng, temperature, max_new_tokens)
+        passes += step.passes
+        history.append(step.ok)
+        if step.ok:
+            out.append(step.tokens)
+            logprobs.append(step.logprob)
     decode = tokenizer.decode if tokenizer is not None else getattr(constraint, "decode", None)
     return SampleResult(
         token_ids=out,
@@ -105,7 +149,8 @@ def rejection_sample(
     return sampler.sample(prompt, n_samples=n_samples, max_attempts=max_attempts)
 
 
-METHODS: tuple[str, ...] = ("cars", "ars", "rsft", "rs", "gcd")
+METHODS: tuple[str, ...] = ("cars", "ars", "rsft", "rs", "gcd", "mcmc-prefix", "mcmc-restart")
+MCMC_STEPS = 10  # per sample, as the official code runs the MCMC baselines
 
 
 def sample_with(
@@ -121,11 +166,28 @@ def sample_with(
     tokenizer: Any = None,
     prefix_cache: bool = True,
 ) -> SampleResult:
-    """One run of a sampler style (``cars``, ``ars``, ``rsft``, ``rs``) or of GCD (``gcd``), with
-    a fresh sampler: the common entry point of the reproduction and the benchmarks.
-    ``prefix_cache=False`` runs the LM at every step of every attempt (the paper's regime)."""
+    """One run of a sampler style (``cars``, ``ars``, ``rsft``, ``rs``), of GCD (``gcd``) or of an
+    MCMC baseline (``mcmc-prefix``, ``mcmc-restart``: 10 steps per sample), with a fresh sampler:
+    the common entry point of the reproduction and the benchmarks. ``prefix_cache=False`` runs the
+    LM at every step of every attempt (the paper's regime)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method.startswith("mcmc-"):
+        from cars_sampling.mcmc import mcmc_sample  # mcmc builds on this module's GCD
+
+        return mcmc_sample(
+            lm,
+            constraint,
+            prompt=prompt,
+            n_samples=n_samples,
+            steps=MCMC_STEPS,
+            proposal=cast(Any, method.removeprefix("mcmc-")),
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            tokenizer=tokenizer,
+            max_attempts=max_attempts,
+            prefix_cache=prefix_cache,
+        )
     if method == "gcd":
         return gcd_sample(
             lm,

@@ -12,6 +12,13 @@ model gives against the stored ones (a swapped or retrained LM), starting a new 
 differs. A batch gets one trie per row (two rows with the same prompt get two tries: attempts that
 run at the same time must not share one, or the proposal would stop telescoping).
 
+The processor is a drop-in ``logits_processor`` for ``model.generate``: a call whose ``input_ids``
+do not continue the previous call's (a new ``generate``) closes the previous attempt by itself, so a
+forgotten :meth:`~CARSLogitsProcessor.finish` cannot bias the samples (every attempt counts, and the
+nodes it created stop being new). ``finish`` is still what reports validity and learns from the
+last sampled token, which the processor never sees. Without :meth:`~CARSLogitsProcessor.begin` the
+first call's ``input_ids`` are the prompt (a padded row is then keyed by its padded ids).
+
 ``generate`` must sample from the processed scores unchanged: :func:`generate_kwargs` resets every
 option that would change them (temperature, top-k/p, min-p, repetition penalties, ...), and
 :meth:`CARSLogitsProcessor.generate` refuses such options when they are passed.
@@ -164,6 +171,7 @@ class CARSLogitsProcessor:
         self._prompts: list[tuple[int, ...]] | None = None
         self._masks: list[tuple[int, ...]] | None = None
         self._last: _Run | None = None
+        self._seen: list[list[int]] | None = None  # the current attempt's last input_ids
 
     # -- runs ----------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -195,7 +203,9 @@ class CARSLogitsProcessor:
         prompt: int | torch.Tensor | Sequence[int] | Sequence[Sequence[int]],
         attention_mask: torch.Tensor | Sequence[Sequence[int]] | None = None,
     ) -> None:
-        """Start an attempt (call before each ``generate``).
+        """Start an attempt (optional: call before each ``generate``).
+
+        An attempt still open (``finish`` not called) is closed first, as :meth:`__call__` does.
 
         ``prompt`` is the ``input_ids`` given to ``generate`` (``[batch, length]`` or one row), or
         just their length: the prompt ids are then read from the first call's ``input_ids``.
@@ -203,6 +213,7 @@ class CARSLogitsProcessor:
         same mask to ``generate``): each row's trie is keyed by its unpadded ids, and a model fed
         right padding would condition on the pad tokens, so right padding is refused.
         """
+        self._close_unfinished()
         if isinstance(prompt, int):
             self._prompt_len, self._prompts = int(prompt), None
         else:
@@ -324,21 +335,51 @@ class CARSLogitsProcessor:
             return torch.log(trie.weights(node, theta=False))
         return torch.log(trie.weights(node))
 
+    def _continues(self, ids: list[list[int]]) -> bool:
+        """Whether ``ids`` extend the current attempt's last ``input_ids`` by one token per row."""
+        seen = self._seen
+        if seen is None or not ids or len(ids[0]) != len(seen[0]) + 1:
+            return False
+        if len(ids) != len(seen):
+            raise ValueError(
+                f"the batch changed size during generate ({len(seen)} -> {len(ids)}); beam "
+                "search and other row-reordering modes are unsupported"
+            )
+        return all(row[:-1] == old for row, old in zip(ids, seen, strict=True))
+
+    def _close_unfinished(self) -> None:
+        """Close an attempt ``finish`` was not called for: it counts, and learns nothing more.
+
+        The token ``generate`` sampled last is unknown here, so nothing is learnt from it (a
+        looser θ, still an upper bound, keeps the proposal exact); the cones added during the
+        attempt are propagated, as an accepted attempt would.
+        """
+        if self._rows is not None:
+            for row in self._rows:
+                if row.status == "running" and row.pending:
+                    row.run.trie.propagate(row.nodes, row.tokens)
+            self._count(self._rows)
+        self._prompt_len, self._rows, self._seen = None, None, None
+
+    @staticmethod
+    def _count(rows: list[_Row]) -> None:
+        for row in rows:
+            row.run.attempts += 1
+            row.run.accepted += row.status == "accepted"
+
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        if self._prompt_len is None:
-            raise RuntimeError("call begin(input_ids) before every generate()")
         if scores.shape[-1] != self.constraint.vocab_size:
             raise ValueError(
                 f"vocabulary mismatch: scores have {scores.shape[-1]} entries, the constraint "
                 f"covers {self.constraint.vocab_size} token ids"
             )
+        ids = input_ids.tolist()
+        if self._rows is not None and not self._continues(ids):
+            self._close_unfinished()  # a new generate() without finish(): close the last attempt
         if self._rows is None:
+            if self._prompt_len is None:  # no begin(): this call's input_ids are the prompt
+                self._prompt_len, self._prompts, self._masks = input_ids.shape[1], None, None
             self._rows = self._open_rows(input_ids, scores)
-        elif len(self._rows) != input_ids.shape[0]:
-            raise ValueError(
-                f"the batch changed size during generate ({len(self._rows)} -> "
-                f"{input_ids.shape[0]}); beam search and other row-reordering modes are unsupported"
-            )
         else:
             for b, row in enumerate(self._rows):
                 if row.status == "running":
@@ -350,6 +391,7 @@ class CARSLogitsProcessor:
                 out[b] = self._scores(row).float()
             else:  # end this row cleanly: only EOS remains
                 out[b, sorted(row.constraint.eos_token_ids)[0]] = 0.0
+        self._seen = ids
         return out.to(scores.dtype).to(scores.device)
 
     def finish(self, sequences: torch.Tensor | Sequence[int] | Sequence[Sequence[int]]) -> Any:
@@ -358,7 +400,7 @@ class CARSLogitsProcessor:
         Returns ``True``/``False`` (valid or not) for a single row, a list of them for a batch.
         """
         if self._prompt_len is None:
-            raise RuntimeError("finish() without begin()")
+            raise RuntimeError("finish() without an open attempt (no generate call since the last finish)")
         ids = sequences.tolist() if isinstance(sequences, torch.Tensor) else list(sequences)
         rows_ids = [ids] if not ids or not isinstance(ids[0], (list, tuple)) else ids
         rows = self._rows or []
@@ -371,9 +413,8 @@ class CARSLogitsProcessor:
                     self._consume(row, int(generated[-1]), None)
                 else:  # generate stopped without a last token for this row
                     row.status = "failed"
-            row.run.attempts += 1
-            row.run.accepted += row.status == "accepted"
-        self._prompt_len, self._rows = None, None
+        self._count(rows)
+        self._prompt_len, self._rows, self._seen = None, None, None
         valid = [row.status == "accepted" for row in rows]
         return valid[0] if len(valid) == 1 else valid
 
@@ -399,7 +440,11 @@ class CARSLogitsProcessor:
         else:
             options["attention_mask"] = attention_mask
         self.begin(input_ids, attention_mask)
-        out = model.generate(input_ids, logits_processor=[self], **options)
+        try:
+            out = model.generate(input_ids, logits_processor=[self], **options)
+        except BaseException:
+            self._close_unfinished()  # the attempt still counts: its new nodes must age
+            raise
         valid = self.finish(out)
         return out, valid if isinstance(valid, list) else [valid]
 

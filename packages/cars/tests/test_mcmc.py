@@ -1,0 +1,101 @@
+"""The MCMC baselines: exact detailed balance by enumeration, GCD at zero steps, long chains exact."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from cars_sampling import exact_distribution, gcd_sample, sample_with, total_variation
+from cars_sampling.baselines import GCDRun
+from cars_sampling.exact import empirical
+from cars_sampling.mcmc import _log_accept, mcmc_sample
+
+
+def gcd_run_of(lm, constraint, tokens, max_new_tokens):
+    """Replay ``tokens`` (plus EOS unless cut at max length): the log-probs and allowed masses."""
+    eos = min(constraint.eos_token_ids)
+    drawn = list(tokens) + ([eos] if len(tokens) < max_new_tokens else [])
+    constraint.reset()
+    log_p, log_z = [], []
+    for t, tok in enumerate(drawn):
+        logp = lm.logprobs(drawn[:t]).double()
+        mask = constraint.allowed_mask()
+        log_p.append(float(logp[tok]))
+        log_z.append(float(torch.logsumexp(logp[mask], 0)))
+        assert constraint.advance(tok)
+    return GCDRun(list(tokens), log_p, log_z, True, 0)
+
+
+def kernel(runs, proposal, log_accept):
+    """K[s][s'] for s != s': the exact Metropolis-Hastings transition probabilities."""
+    out = {}
+    for (s, a), (s2, b) in itertools.permutations(runs.items(), 2):
+        common = next(
+            (k for k, (x, y) in enumerate(zip(s, s2, strict=False)) if x != y),
+            min(len(s), len(s2)),
+        )
+        positions = [0] if proposal == "restart" else range(min(common, len(a.log_z) - 1) + 1)
+        total = 0.0
+        for i in positions:
+            pick = 1.0 if proposal == "restart" else 1 / len(a.log_z)
+            q = math.exp(sum(b.log_p[i:]) - sum(b.log_z[i:]))
+            total += pick * q * math.exp(log_accept(a, b, i, proposal))
+        out[(s, s2)] = total
+    return out
+
+
+def balance_error(probs, k):
+    """The largest relative violation of pi(s) K(s, s') = pi(s') K(s', s)."""
+    flows = [(probs[s] * v, probs[s2] * k[(s2, s)]) for (s, s2), v in k.items()]
+    return max(abs(a - b) / max(a, b) for a, b in flows if max(a, b) > 0)
+
+
+@pytest.mark.parametrize("proposal", ["prefix", "restart"])
+def test_the_exact_distribution_satisfies_detailed_balance(toy, proposal):
+    lm, c, n = toy
+    exact = exact_distribution(lm, c, max_new_tokens=n)
+    runs = {s: gcd_run_of(lm, c, s, n) for s in exact.probs}
+    k = kernel(runs, proposal, _log_accept)
+    assert balance_error(exact.probs, k) < 1e-6  # relative; the LM's log-probs are float32
+    assert max(sum(v for (s, _), v in k.items() if s == x) for x in runs) <= 1 + 1e-9
+
+
+def test_a_ratio_without_the_length_factor_breaks_detailed_balance(toy):
+    lm, c, n = toy
+    exact = exact_distribution(lm, c, max_new_tokens=n)
+    runs = {s: gcd_run_of(lm, c, s, n) for s in exact.probs}
+    k = kernel(runs, "prefix", lambda a, b, i, _: _log_accept(a, b, i, "restart"))
+    assert balance_error(exact.probs, k) > 1e-2
+
+
+@pytest.mark.parametrize("proposal", ["prefix", "restart"])
+def test_zero_steps_is_gcd_and_sample_with_runs_ten_steps(toy, proposal):
+    lm, c, n = toy
+    gcd = gcd_sample(lm, c, n_samples=200, max_new_tokens=n, seed=3)
+    chains = mcmc_sample(lm, c, n_samples=200, steps=0, proposal=proposal, max_new_tokens=n, seed=3)
+    assert chains.token_ids == gcd.token_ids and chains.n_forward_passes == gcd.n_forward_passes
+    via = sample_with(f"mcmc-{proposal}", lm, c, n_samples=5, max_new_tokens=n, seed=1)
+    direct = mcmc_sample(lm, c, n_samples=5, steps=10, proposal=proposal, max_new_tokens=n, seed=1)
+    assert via.token_ids == direct.token_ids and len(direct.acceptance_history) == 50
+    assert 0.3 < sum(direct.acceptance_history) / 50 < 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("proposal", ["prefix", "restart"])
+def test_long_chains_pass_chi_square_and_ten_steps_reduce_the_bias(toy, chi_square, proposal):
+    lm, c, n = toy
+    exact = exact_distribution(lm, c, max_new_tokens=n)
+    res = mcmc_sample(lm, c, n_samples=1500, steps=40, proposal=proposal, max_new_tokens=n, seed=0)
+    assert chi_square(res.token_ids, exact) > 1e-3
+    gcd = gcd_sample(lm, c, n_samples=1000, max_new_tokens=n, seed=3)
+    ten = mcmc_sample(lm, c, n_samples=1000, steps=10, proposal=proposal, max_new_tokens=n, seed=3)
+    tv_gcd = total_variation(empirical(gcd.token_ids), exact.probs)
+    assert total_variation(empirical(ten.token_ids), exact.probs) < tv_gcd - 0.1
+
+
+def test_bad_arguments_raise(toy):
+    lm, c, n = toy
+    with pytest.raises(ValueError, match="proposal must be one of"):
+        mcmc_sample(lm, c, proposal="priority", max_new_tokens=n)
+    with pytest.raises(ValueError, match="steps must be"):
+        mcmc_sample(lm, c, steps=-1, max_new_tokens=n)
