@@ -171,7 +171,7 @@ def _rope_qk(parts: BlockParts, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Te
     """Rotated queries and keys of rows ``x``: one rotary pass over ``[q | k]`` (same positions)."""
     q, k = parts.q_proj(x), parts.k_proj(x)
     qk = apply_rope(torch.cat([q, k], dim=-1), cos, sin, parts.dims.head_dim)
-    return qk.split([q.shape[-1], k.shape[-1]], dim=-1)  # type: ignore[return-value]
+    return qk.split([q.shape[-1], k.shape[-1]], dim=-1)
 
 
 def _select_response(
