@@ -1,7 +1,7 @@
 """Tokens per second of ``generate`` with and without dLLM-Cache on CPU, next to the FLOPs ratio.
 
     python packages/dllm-cache/benchmarks/bench_cpu.py [--prompt 512 --gen 64 --width 128]
-        [--only case-d | --only decomposition]
+        [--only arms | --only case-d | --only decomposition]
 
 A random-init TinyLLaDA (the speed does not depend on the weights), prompt P = 512, response
 R = 64 in one block, S = 64 steps, Kp = 100, Kr = 8, ρ = 0.25, one thread. Prints the time ratio
@@ -41,7 +41,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--init-std", type=float, default=0.02)
-    parser.add_argument("--only", choices=("case-d", "decomposition"), help="run only this part")
+    parser.add_argument(
+        "--only", choices=("arms", "case-d", "decomposition"), help="run only this part"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -95,6 +97,9 @@ def main() -> None:
             "tokens_per_s_cached": args.gen / cmp.candidate_s, "tokens_per_s_uncached": args.gen / cmp.baseline_s,
             "speedup": 1 / cmp.ratio, "counted_flops_ratio": flops_ratio,
         }  # fmt: skip
+    if args.only == "arms":
+        print(json.dumps(results))
+        return
     results.update(_fast_dllm_decomposition(model, ids, kw, args.repeats))
     scaling = _case_d_scaling(model, args.prompt, args.gen, args.repeats)
     setting = {"P": args.prompt, "R": args.gen, "width": args.width, "layers": args.layers}
