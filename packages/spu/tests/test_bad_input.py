@@ -6,6 +6,7 @@ import pytest
 import spu_dna.functional as functional
 import torch
 from spu_dna import DNATokenizer, SPUConfig, SPUForSequenceClassification, SPUModel
+from spu_dna.layers import DomainPlasticity
 
 TOK = DNATokenizer()
 
@@ -157,3 +158,7 @@ def test_config_sizes_are_checked_at_construction():
         SPUConfig(dpl_max_len=0)
     with pytest.raises(ValueError, match="lpl_kernel must be >= 1, got 0"):
         SPUConfig(lpl_kernel=0)
+    with pytest.raises(ValueError, match="dpl_filter_taps must be >= 2, got 1"):
+        SPUConfig(dpl_filter_taps=1)
+    with pytest.raises(ValueError, match="filter_taps must be >= 2"):
+        DomainPlasticity(4, filter_taps=1)

@@ -25,6 +25,12 @@ def test_throughput_reports_ratios_and_caps(tmp_path, capsys):
     fastest = min(r["seconds"] for r in rows if r["L"] == 64 and r["model"] != "SPU")
     spu = next(r for r in rows if r["L"] == 64 and r["model"] == "SPU")
     assert abs(spu["time_over_fastest_peer"] - spu["seconds"] / fastest) < 1e-12
+    assert json.loads(out.read_text())["scaling"] == []  # no L >= 4 k: nothing to check
+    # the interleaved 2L/L check, its tolerance two standard errors of the median ratio
+    assert bench.main([*args, "--scaling-min", "32"]) in (0, 1)
+    (check,) = json.loads(out.read_text())["scaling"]
+    assert check["L"] == 32 and check["repeats"] == 1 and check["two_se"] == 0.0
+    assert check["ok"] == (check["ratio"] <= 2.4)
     # a time cap of zero records every model as over it instead of dropping it
     assert bench.main([*args[:-2], "--time-cap", "0", "--out", str(out)]) == 0
     assert all("over time cap" in r["status"] for r in json.loads(out.read_text())["rows"])

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from spu_dna.functional import fft_conv, fft_size, fit_filter, token_conv_reference
+from spu_dna.functional import (
+    fft_conv,
+    fft_size,
+    fit_filter,
+    sample_spectrum,
+    token_conv_reference,
+)
 from spu_dna.layers import DomainPlasticity, LocusPlasticity, SaliencyPlasticity, SPUBlock
 
 torch.manual_seed(0)
@@ -135,9 +141,43 @@ def test_linear_filter_fit_is_exact_for_every_shorter_length(length):
     spectrum = _random_spectrum(d, n_from)
     x = torch.randn(1, length, d, dtype=torch.float64)
     full = fft_conv(F.pad(x, (0, 0, 0, max_len - length)), spectrum, n_from)[:, :length]
-    fitted, n = fit_filter(spectrum, n_from, length, "linear")
+    fitted, n = fit_filter(spectrum, n_from, length)
     assert n == fft_size(length, "linear")
     torch.testing.assert_close(fft_conv(x, fitted, n), full)
+
+
+def test_filter_parameters_do_not_grow_with_max_len():
+    sizes = {
+        sum(p.numel() for p in DomainPlasticity(8, max_len=m, filter_taps=16).parameters())
+        for m in (16, 256, 8192)
+    }
+    assert len(sizes) == 1
+    assert DomainPlasticity(8, filter_taps=16).filter.shape == (8, 16, 2)
+
+
+def test_sample_spectrum_interpolates_between_knots():
+    taps = torch.tensor([[0.0, 2.0, 4.0 + 4.0j]], dtype=torch.complex128)
+    # an 8-point grid has 5 bins over the same 0..Nyquist range: knots at bins 0, 2, 4
+    expected = torch.tensor([[0.0, 1.0, 2.0, 3.0 + 2.0j, 4.0 + 4.0j]], dtype=torch.complex128)
+    torch.testing.assert_close(sample_spectrum(taps, 8), expected)
+    # odd grids stop short of Nyquist: 5 points sample frequencies 0, 0.4, 0.8 of Nyquist
+    odd = torch.tensor([[0.0, 1.6, 3.2 + 2.4j]], dtype=torch.complex128)
+    torch.testing.assert_close(sample_spectrum(taps, 5), odd)
+
+
+def test_circular_dpl_samples_the_same_response_at_every_length():
+    # a response linear in frequency is reproduced exactly on any grid: the circular filter at
+    # length L is the rFFT-grid sample of one function of normalised frequency
+    dpl = DomainPlasticity(2, max_len=64, pad="circular", use_time=False, filter_taps=5).double()
+    with torch.no_grad():
+        dpl.filter.copy_(
+            torch.view_as_real(torch.linspace(0, 1, 5, dtype=torch.complex128)).expand(2, 5, 2)
+        )
+    for length in (8, 13, 64):
+        spectrum, n = dpl.spectrum(length)
+        assert n == length
+        grid = torch.arange(n // 2 + 1, dtype=torch.float64) * 2 / n
+        torch.testing.assert_close(spectrum[0].real, grid)
 
 
 def test_dpl_length_limit_and_interpolation():

@@ -20,7 +20,8 @@ class SPUConfig(PretrainedConfig):
     saliency). ``rc_equivariant``: average the model over a sequence and its reverse complement
     (Caduceus-PH), so that a sequence and its reverse complement get the same logits.
     ``length_extrapolation``: ``"error"`` refuses sequences longer than ``dpl_max_len``,
-    ``"interpolate"`` resamples the global filter. ``backend``: the token-convolution kernel
+    ``"interpolate"`` samples the global filter on the longer grid. ``dpl_filter_taps``: the number of
+    learned frequencies of the global filter (its size does not grow with ``dpl_max_len``). ``backend``: the token-convolution kernel
     (``"auto" | "torch" | "triton"``).
     """
 
@@ -39,6 +40,7 @@ class SPUConfig(PretrainedConfig):
         dpl_time_kernel: int = 5,
         dpl_max_len: int = 1024,
         dpl_filter: str = "global",
+        dpl_filter_taps: int = 64,
         dpl_pad: str = "linear",
         dpl_fusion: str = "gate",
         length_extrapolation: str = "error",
@@ -70,9 +72,12 @@ class SPUConfig(PretrainedConfig):
         for name, (value, allowed) in choices.items():
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-        for name, size in (("dpl_max_len", dpl_max_len), ("lpl_kernel", lpl_kernel)):
-            if size < 1:
-                raise ValueError(f"{name} must be >= 1, got {size}")
+        for name, size, low in (
+            ("dpl_max_len", dpl_max_len, 1), ("lpl_kernel", lpl_kernel, 1),
+            ("dpl_filter_taps", dpl_filter_taps, 2),
+        ):  # fmt: skip
+            if size < low:
+                raise ValueError(f"{name} must be >= {low}, got {size}")
         if pooling == "saliency" and not use_spl:
             raise ValueError("pooling='saliency' needs use_spl=True")
         if d_model < 1 or n_layers < 1:
@@ -84,6 +89,7 @@ class SPUConfig(PretrainedConfig):
             dpl_max_len,
             dpl_filter,
         )
+        self.dpl_filter_taps = dpl_filter_taps
         self.dpl_pad, self.dpl_fusion = dpl_pad, dpl_fusion
         self.length_extrapolation = length_extrapolation
         self.spl_mode, self.spl_reduction = spl_mode, spl_reduction
@@ -104,7 +110,7 @@ class SPUConfig(PretrainedConfig):
         """The keyword arguments of :class:`~spu_dna.layers.SPUBlock` this config sets."""
         names = (
             "lpl_kernel", "lpl_groups", "lpl_softmax", "dpl_time_kernel", "dpl_max_len", "dpl_pad",
-            "dpl_fusion", "length_extrapolation", "spl_mode", "spl_reduction", "use_lpl",
+            "dpl_fusion", "length_extrapolation", "dpl_filter_taps", "spl_mode", "spl_reduction", "use_lpl",
             "use_dpl_time", "use_dpl_freq", "use_spl", "dropout", "backend",
         )  # fmt: skip
         return {name: getattr(self, name) for name in names}

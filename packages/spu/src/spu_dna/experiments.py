@@ -7,20 +7,31 @@ settings, cached by the report.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from shared_core.bench import compare
 from spu_dna.baselines import CNNClassifier, HyenaClassifier, MambaClassifier, TransformerClassifier
 from spu_dna.configuration import SPUConfig
 from spu_dna.data.synthetic import Task, long_range_task, motif_task, periodic_task
 from spu_dna.modeling import SPUForSequenceClassification
 from spu_dna.training import Protocol, evaluate, fit
 
-__all__ = ["ABLATIONS", "BASELINE_NAMES", "MODELS", "TASKS", "build", "run_one", "time_fwd_bwd"]
+__all__ = [
+    "ABLATIONS",
+    "BASELINE_NAMES",
+    "MODELS",
+    "PARAM_BAND",
+    "TASKS",
+    "WIDTHS",
+    "build",
+    "count_parameters",
+    "run_one",
+    "time_scaling",
+]
 
 TASKS: dict[str, Callable[..., Task]] = {
     "motif": motif_task,
@@ -31,13 +42,21 @@ ABLATIONS: dict[str, dict[str, Any]] = {"SPU": {}, "SPU -LPL": {"use_lpl": False
              "SPU -SPL": {"use_spl": False}}  # fmt: skip
 BASELINE_NAMES = ("CNN", "Transformer", "Hyena", "Mamba")
 MODELS = (*ABLATIONS, *BASELINE_NAMES)
+PARAM_BAND = (100_000, 300_000)  # issue 22: every arm at 100-300 k parameters
+# Widths that put every arm (two blocks each; Mamba four; the CNN three convolutions) in PARAM_BAND,
+# near 110-190 k: the ablations keep SPU's width (an ablation removes a part, nothing is re-grown).
+# Mamba grows by depth, not width: transformers' CPU path costs ~4x SPU per step at d = 112.
+WIDTHS = {**dict.fromkeys(ABLATIONS, 104), "CNN": 80, "Transformer": 80, "Hyena": 96, "Mamba": 64}
 
 
-def build(name: str, length: int, d_model: int = 64) -> nn.Module:
-    """Model ``name`` at about 60-180 k parameters for sequences of ``length``."""
+def build(name: str, max_len: int) -> nn.Module:
+    """Model ``name`` at its width in :data:`WIDTHS` for sequences up to ``max_len``."""
+    if name not in WIDTHS:
+        raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
+    d_model = WIDTHS[name]
     if name in ABLATIONS:
         config = SPUConfig(
-            d_model=d_model, n_layers=2, lpl_groups=8, dpl_max_len=length, dropout=0.0,
+            d_model=d_model, n_layers=2, lpl_groups=8, dpl_max_len=max_len, dropout=0.0,
             **ABLATIONS[name],
         )  # fmt: skip
         return SPUForSequenceClassification(config)
@@ -47,29 +66,39 @@ def build(name: str, length: int, d_model: int = 64) -> nn.Module:
         return TransformerClassifier(d_model=d_model, n_layers=2)
     if name == "Hyena":
         return HyenaClassifier(d_model=d_model, n_layers=2)
-    if name == "Mamba":
-        # state 4: transformers' CPU scan holds (batch, 2d, length, state) tensors
-        return MambaClassifier(d_model=d_model, n_layers=2, state_size=4)
-    raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
+    # state 4: transformers' CPU scan holds (batch, 2d, length, state) tensors
+    return MambaClassifier(d_model=d_model, n_layers=4, state_size=4)
 
 
-def run_one(model_name: str, task_name: str, settings: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Train ``model_name`` on a fresh draw of ``task_name`` and score it on held-out sequences."""
-    length, n_train, n_test = settings["length"], settings["n_train"], settings["n_test"]
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def run_one(
+    model_name: str, task_name: str, settings: dict[str, Any], seed: int, lr: float
+) -> dict[str, Any]:
+    """Train ``model_name`` at ``lr`` on a fresh draw of ``task_name``; score it on a validation split
+    (for choosing ``lr``) and a test split (for the claims)."""
+    length, n_train, n_val = settings["length"], settings["n_train"], settings["n_val"]
     options = settings.get("task_options", {}).get(task_name, {})
-    data = TASKS[task_name](n=n_train + n_test, length=length, seed=seed, **options)
-    train, test = data.split(n_train)
+    data = TASKS[task_name](
+        n=n_train + n_val + settings["n_test"], length=length, seed=seed, **options
+    )
+    train, rest = data.split(n_train)
+    val, test = rest.split(n_val)
     torch.manual_seed(seed)
     model = build(model_name, length)
     protocol = Protocol(
-        lr=settings["lr"], epochs=settings["epochs"], batch_size=settings["batch"],
+        lr=lr, epochs=settings["epochs"], batch_size=settings["batch"],
         warmup=settings.get("warmup", Protocol.warmup),
     )  # fmt: skip
     seconds = fit(model, train, protocol, seed=seed)
     scores = evaluate(model, test)
     scores.update(
+        val_accuracy=evaluate(model, val)["accuracy"],
+        lr=lr,
         seconds_per_epoch=statistics.mean(seconds),
-        params=sum(p.numel() for p in model.parameters()),
+        params=count_parameters(model),
     )
     if model_name == "SPU" and task_name == "motif":
         # the saliency figure: a few positive test sequences with their planted sites
@@ -81,16 +110,22 @@ def run_one(model_name: str, task_name: str, settings: dict[str, Any], seed: int
     return scores
 
 
-def time_fwd_bwd(name: str, length: int, batch: int, repeats: int) -> float:
-    """Median seconds of one forward + backward of model ``name`` on random sequences."""
+def time_scaling(name: str, short: int, long: int, batch: int, repeats: int) -> dict[str, Any]:
+    """Forward + backward of one model ``name`` at ``long`` against ``short`` tokens, interleaved
+    (:func:`shared_core.bench.compare`): the median ratio time(long)/time(short) and its quartiles."""
     torch.manual_seed(0)
-    model = build(name, length)
-    ids = torch.randint(5, 9, (batch, length))
-    labels = torch.randint(0, 2, (batch,))
-    times = []
-    for i in range(repeats + 1):
-        start = time.perf_counter()
-        model(input_ids=ids, labels=labels).loss.backward()
-        if i:  # the first call warms allocator and caches
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    model = build(name, long)
+    data = {
+        length: (torch.randint(5, 9, (batch, length)), torch.randint(0, 2, (batch,)))
+        for length in (short, long)
+    }
+
+    def step(length: int) -> Callable[[], None]:
+        ids, labels = data[length]
+        return lambda: model(input_ids=ids, labels=labels).loss.backward()
+
+    result = compare(
+        step(long), step(short), name=f"L={long}", baseline_name=f"L={short}",
+        repeats=repeats, warmup=1,
+    )  # fmt: skip
+    return result.as_row()

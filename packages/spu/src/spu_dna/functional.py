@@ -20,6 +20,7 @@ __all__ = [
     "fit_filter",
     "masked_mean",
     "saliency_gate",
+    "sample_spectrum",
     "token_conv_reference",
 ]
 
@@ -100,30 +101,42 @@ def fft_conv(x: torch.Tensor, spectrum: torch.Tensor, n: int) -> torch.Tensor:
     return torch.fft.irfft(spec, n=n, dim=1)[:, :length].to(x.dtype)
 
 
-def fit_filter(
-    spectrum: torch.Tensor, n_from: int, length: int, pad: str
-) -> tuple[torch.Tensor, int]:
-    """The spectrum to use for a sequence of ``length``, from a filter stored on an ``n_from`` grid.
+def sample_spectrum(taps: torch.Tensor, n: int) -> torch.Tensor:
+    """The filter ``taps`` (complex ``(d, K)`` at ``K`` evenly spaced frequencies from 0 to Nyquist)
+    linearly interpolated at the ``n // 2 + 1`` rFFT frequencies ``2 pi j / n`` of an ``n``-point grid.
 
-    ``pad="linear"``: the stored filter is the kernel ``h = irfft(spectrum, n_from)`` (lags
-    ``-(n_from/2 - 1) ... n_from/2``). A sequence of ``length <= n_from / 2`` only meets lags below
-    ``length``, so ``h`` is cut to those lags and moved onto the smallest linear grid
-    ``fft_size(length)``: the output at a real position is the same whatever padding follows it.
-    Longer sequences and ``pad="circular"`` resample the spectrum linearly onto the needed bins.
-    Returns ``(spectrum, n)``.
+    The learned filter is thus one function of normalised frequency with ``K`` knots, whatever the
+    grid: its parameter count does not grow with the sequence length.
     """
-    n = fft_size(length, pad)
+    knots = taps.shape[-1]
+    pos = torch.arange(n // 2 + 1, device=taps.device, dtype=taps.real.dtype) * (
+        2 * (knots - 1) / n
+    )
+    low = pos.floor().long().clamp(max=knots - 2)
+    weight = pos - low
+    return taps[:, low] * (1 - weight) + taps[:, low + 1] * weight
+
+
+def fit_filter(spectrum: torch.Tensor, n_from: int, length: int) -> tuple[torch.Tensor, int]:
+    """The spectrum for a sequence of ``length <= n_from / 2`` from a linear filter on an ``n_from`` grid.
+
+    The stored filter is the kernel ``h = irfft(spectrum, n_from)`` (lags ``-(n_from/2 - 1) ...
+    n_from/2``). A sequence of ``length`` only meets lags below ``length``, so ``h`` is cut to those
+    lags and moved onto the smallest linear grid ``fft_size(length, "linear")``: the output at a real
+    position is the same whatever padding follows it. Returns ``(spectrum, n)``.
+    """
+    n = fft_size(length, "linear")
+    if 2 * length > n_from:
+        raise ValueError(
+            f"a filter on an n={n_from} grid serves lengths <= {n_from // 2}, got {length}"
+        )
     if n == n_from:
         return spectrum, n
-    if pad == "linear" and 2 * length <= n_from:
-        h = torch.fft.irfft(spectrum, n=n_from, dim=-1)
-        moved = h.new_zeros(h.shape[0], n)
-        moved[:, :length] = h[:, :length]
-        moved[:, n - length + 1 :] = h[:, n_from - length + 1 :]
-        return torch.fft.rfft(moved, dim=-1), n
-    parts = torch.view_as_real(spectrum).permute(0, 2, 1)  # (d, 2, F)
-    resampled = F.interpolate(parts, size=n // 2 + 1, mode="linear", align_corners=True)
-    return torch.view_as_complex(resampled.permute(0, 2, 1).contiguous()), n
+    h = torch.fft.irfft(spectrum, n=n_from, dim=-1)
+    moved = h.new_zeros(h.shape[0], n)
+    moved[:, :length] = h[:, :length]
+    moved[:, n - length + 1 :] = h[:, n_from - length + 1 :]
+    return torch.fft.rfft(moved, dim=-1), n
 
 
 def check_mask(mask: torch.Tensor) -> None:

@@ -17,6 +17,7 @@ from spu_dna.functional import (
     fft_size,
     fit_filter,
     saliency_gate,
+    sample_spectrum,
 )
 from spu_dna.kernels import token_conv
 
@@ -83,10 +84,14 @@ class LocusPlasticity(nn.Module):
 class DomainPlasticity(nn.Module):
     """DPL: a gated short depthwise convolution (time) and an FFT global filter (frequency), fused.
 
-    The global filter is a learnable complex spectrum on the FFT grid of ``max_len``. ``pad="linear"``
-    zero-pads to a power of two >= 2L (a non-circular convolution); ``pad="circular"`` wraps around
-    (shift-equivariant, but then padding would leak, so masked batches are refused). Sequences longer
-    than ``max_len`` raise unless ``length_extrapolation="interpolate"`` (the spectrum is resampled).
+    The global filter is a learnable complex response at ``filter_taps`` evenly spaced frequencies from
+    0 to Nyquist, linearly interpolated onto the bins of each FFT grid (:func:`sample_spectrum`), so
+    its parameter count does not depend on ``max_len``. ``pad="linear"`` zero-pads to a power of two
+    >= 2L (a non-circular convolution): the response is sampled on the grid of ``max_len`` and its
+    kernel cut to the lags a shorter sequence meets, so padding never changes real positions.
+    ``pad="circular"`` wraps around (shift-equivariant, but then padding would leak, so masked batches
+    are refused) and samples the response on the length-``L`` grid. Sequences longer than ``max_len``
+    raise unless ``length_extrapolation="interpolate"`` (the response is sampled on their grid).
     ``fusion="gate"``: ``sigma(W_g x) * y_time + (1 - sigma(W_g x)) * y_freq``; ``"concat"``:
     ``W_o [y_time; y_freq]``.
     """
@@ -101,6 +106,7 @@ class DomainPlasticity(nn.Module):
         use_time: bool = True,
         use_freq: bool = True,
         length_extrapolation: str = "error",
+        filter_taps: int = 64,
     ) -> None:
         super().__init__()
         if not (use_time or use_freq):
@@ -117,12 +123,11 @@ class DomainPlasticity(nn.Module):
             )
             self.time_gate = nn.Linear(d_model, d_model)
         if use_freq:
-            self.n_grid = fft_size(max_len, pad)
-            # A random complex filter of unit-order gain (a random global mixing at initialisation),
-            # stored as (real, imag) pairs.
-            self.filter = nn.Parameter(
-                FILTER_INIT_STD * torch.randn(d_model, self.n_grid // 2 + 1, 2)
-            )
+            if filter_taps < 2:
+                raise ValueError(f"filter_taps must be >= 2 (DC and Nyquist), got {filter_taps}")
+            # A random complex response of unit-order gain (a random global mixing at
+            # initialisation), stored as (real, imag) pairs.
+            self.filter = nn.Parameter(FILTER_INIT_STD * torch.randn(d_model, filter_taps, 2))
         both = use_time and use_freq
         if both and fusion == "gate":
             self.fusion_gate = nn.Linear(d_model, d_model)
@@ -139,7 +144,12 @@ class DomainPlasticity(nn.Module):
         stored: torch.Tensor = self.filter
         if stored.dtype not in (torch.float32, torch.float64):  # half filters: FFT in float32
             stored = stored.float()
-        return fit_filter(torch.view_as_complex(stored), self.n_grid, length, self.pad)
+        taps = torch.view_as_complex(stored)
+        n = fft_size(length, self.pad)
+        if self.pad == "linear" and length <= self.max_len:
+            n_ref = fft_size(self.max_len, "linear")
+            return fit_filter(sample_spectrum(taps, n_ref), n_ref, length)
+        return sample_spectrum(taps, n), n
 
     def time_branch(self, x: torch.Tensor) -> torch.Tensor:
         short = self.time_conv(x.transpose(1, 2)).transpose(1, 2)
@@ -208,6 +218,7 @@ class SPUBlock(nn.Module):
         dpl_pad: str = "linear",
         dpl_fusion: str = "gate",
         length_extrapolation: str = "error",
+        dpl_filter_taps: int = 64,
         spl_mode: str = "residual",
         spl_reduction: int = 4,
         use_lpl: bool = True,
@@ -234,6 +245,7 @@ class SPUBlock(nn.Module):
                 use_dpl_time,
                 use_dpl_freq,
                 length_extrapolation,
+                dpl_filter_taps,
             )
             if use_dpl_time or use_dpl_freq
             else None

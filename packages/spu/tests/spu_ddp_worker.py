@@ -1,0 +1,48 @@
+"""Train an SPU classifier a few SGD steps; alone, or as one rank of a torchrun (gloo) group.
+
+    python spu_ddp_worker.py OUT.pt                                    # one process, whole batch
+    python -m torch.distributed.run --nproc_per_node 2 spu_ddp_worker.py OUT.pt   # DDP, half each
+
+Every rank takes its share of the same global batch, so DDP's averaged gradient equals the one
+process's: rank 0 writes the trained state dict for the test to compare.
+"""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from spu_dna import SPUConfig, SPUForSequenceClassification
+
+STEPS, BATCH, LENGTH = 3, 8, 24
+
+
+def main(out: str) -> None:
+    torch.set_num_threads(1)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    torch.manual_seed(0)
+    config = SPUConfig(d_model=16, n_layers=2, lpl_groups=4, dpl_max_len=LENGTH, dropout=0.0)
+    model: torch.nn.Module = SPUForSequenceClassification(config)
+    if world > 1:
+        dist.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    share = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
+    for _ in range(STEPS):
+        ids = torch.randint(5, 9, (BATCH, LENGTH), generator=g)
+        labels = torch.randint(0, 2, (BATCH,), generator=g)
+        loss = model(input_ids=ids[share], labels=labels[share]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    if rank == 0:
+        trained = model.module if world > 1 else model
+        torch.save(trained.state_dict(), out)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
