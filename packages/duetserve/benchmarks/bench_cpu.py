@@ -113,7 +113,15 @@ def path_rows(
     cases = {
         "spatial (64 decodes + 8128-token chunk)": (opt, decodes, prefills, "spatial"),
         "fits (16 decodes + 256-token chunk)": (opt, [Seq(500)] * 16, [Seq(0, 256)], "fits"),
-        "fallback (256 decodes + 2 chunks, SLO 50 ms)": (
+        # A cap inside the chunks: the grid pass and the bracket pass.
+        "fallback (64 decodes at 2K + 2 chunks, SLO 20 ms: cap 551)": (
+            PartitionOptimizer(model, 0.02),
+            [Seq(2000)] * 64,
+            [Seq(100, 3000), Seq(0, 5000)],
+            "fallback",
+        ),
+        # Not even the floor fits: the grid pass alone.
+        "fallback (256 decodes + 2 chunks, SLO 50 ms: the floor)": (
             opt,
             many,
             [Seq(100, 3000), Seq(0, 5000)],

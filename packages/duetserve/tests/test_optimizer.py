@@ -159,8 +159,10 @@ def test_prefill_cap_prices_a_one_token_chunk_as_the_batch_does(qwen8b):
 
     opt = PartitionOptimizer(qwen8b, 0.05, min_prefill_tokens=0)
     d = BatchStats.of([Seq(3000)] * 128)
-    prefills = [Seq(0, 40), Seq(500, 1), Seq(100, 3000)]  # caps 41 and 42 leave a one-token chunk
-    for cap in (41, 42):
+    # Caps 6001 and 6002 leave a one-token chunk beside a long, compute-bound one: priced as a
+    # prefill, its KV reads would hide under the long chunk's compute-bound max.
+    prefills = [Seq(0, 6000), Seq(8000, 1), Seq(100, 3000)]
+    for cap in (6001, 6002):
         chunks = cap_prefills(prefills, cap)
         assert any(c.new_tokens == 1 for c in chunks)
         want = qwen8b.iteration_latency([Seq(3000)] * 128 + chunks)
