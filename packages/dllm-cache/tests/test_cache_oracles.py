@@ -189,8 +189,8 @@ def test_left_padded_batch_equals_rows_one_by_one(config, make_model, prompts):
     assert not torch.equal(run(batch), together)
 
 
-def _manual_adaptive_step(parts, h, cos, sin, old, P, k, refresh_prompt):
-    """Spec §2.2 cases C/D with V-cosine selection, re-derived row by row with explicit softmax.
+def _manual_adaptive_step(parts, h, cos, sin, old, P, k, refresh_prompt, refresh_response=False):
+    """Spec §2.2 cases B/C/D (V-cosine selection in C/D), re-derived row by row with explicit softmax.
 
     Independent of ``cached_block``: per-row loops, per-position rotary tables and
     ``softmax(q·K/sqrt(hd)) V`` written out (multi-head attention without key/value groups).
@@ -214,9 +214,12 @@ def _manual_adaptive_step(parts, h, cos, sin, old, P, k, refresh_prompt):
     chosen = []
     for b in range(B):
         v_new = parts.v_proj(n[b, P:])
-        sim = F.cosine_similarity(v_new.double(), old.v[b, P:].double(), dim=-1)
-        rows = torch.sort(sim, stable=True).indices[:k].tolist()
-        chosen.append(sorted(rows))
+        if refresh_response:  # case B: every response row, no probe
+            rows = list(range(T - P))
+        else:
+            sim = F.cosine_similarity(v_new.double(), old.v[b, P:].double(), dim=-1)
+            rows = torch.sort(sim, stable=True).indices[:k].tolist()
+            chosen.append(sorted(rows))
         V[b, P:] = v_new
         recompute = [P + i for i in rows]
         if refresh_prompt:
@@ -257,6 +260,39 @@ def test_adaptive_update_matches_a_row_by_row_rederivation(refresh_prompt, model
     for mine, theirs in ((got, out), (new.k, K), (new.v, V), (new.a, A), (new.f, Fc)):
         torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
     assert not torch.allclose(got, full, atol=1e-3)  # stale rows really are reused
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.25])
+def test_response_refresh_matches_a_row_by_row_rederivation(rho, model):
+    """Case B (response rows refreshed, prompt stale): every response row's K, V, attention and
+    FFN are recomputed against the stale prompt K/V, the prompt rows reuse their cached A/F."""
+    from dllm_cache import cached_block, full_block
+
+    block = model.model.transformer["blocks"][1]
+    parts = block.parts()
+    P, R = 10, 12
+    g = torch.Generator().manual_seed(4)
+    h0 = torch.randn(2, P + R, 32, generator=g)
+    h1 = h0 + 0.5 * torch.randn(h0.shape, generator=g)  # every row moves, prompt included
+    sin, cos = block.rotary_emb.get_rotary_embedding(P + R, h0.device)
+    cos, sin = cos[:, 0], sin[:, 0]
+    with torch.no_grad():
+        _, old = full_block(parts, h0, cos, sin, None)
+        got, new, _ = cached_block(parts, h1, cos, sin, None, _snapshot(old), P, False, True,
+                                   DLLMCacheConfig(100, 1, rho))  # fmt: skip
+        out, K, V, A, Fc, _ = _manual_adaptive_step(
+            parts, h1, cos, sin, old, P, 0, refresh_prompt=False, refresh_response=True
+        )
+        full, _ = full_block(parts, h1, cos, sin, None)
+    assert new.selected is None
+    for mine, theirs in ((got, out), (new.k, K), (new.v, V), (new.a, A), (new.f, Fc)):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
+    # the refresh really changed every response feature, and the prompt rows really are stale
+    for name in ("k", "v", "a", "f"):
+        moved = (getattr(new, name)[:, P:] - getattr(old, name)[:, P:]).abs().amax(-1)
+        assert bool((moved > 1e-3).all()), name
+    torch.testing.assert_close(new.a[:, :P], old.a[:, :P], rtol=0, atol=0)
+    assert not torch.allclose(got, full, atol=1e-3)
 
 
 @pytest.mark.parametrize("config", [DLLMCacheConfig(1, 1, 0.0), DLLMCacheConfig(100, 100, 0.5)])

@@ -2,7 +2,18 @@
 
 import pytest
 import torch
-from dllm_cache import DLLMCacheConfig, TinyLLaDAConfig, apply_dllm_cache, generate, select_rows
+from dllm_cache import (
+    LLADA_8B,
+    DLLMCacheConfig,
+    TinyLLaDAConfig,
+    apply_dllm_cache,
+    dream_generate,
+    generate,
+    generation_flops,
+    num_transfer_tokens,
+    schedule,
+    select_rows,
+)
 from torch import nn
 
 MASK = 3
@@ -131,3 +142,25 @@ def test_bf16_similarity_is_computed_in_fp32():
 def test_tiny_config_rejects_mask_equal_to_pad():
     with pytest.raises(ValueError, match="mask_token_id and pad_token_id must differ"):
         TinyLLaDAConfig(mask_token_id=0, pad_token_id=0)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda m, x: dream_generate(m, x, mask_id=MASK, max_new_tokens=4, steps=4, top_p=1.5),
+         r"top_p must be in \(0, 1\] or None, got 1.5"),
+        (lambda m, x: dream_generate(m, x, mask_id=MASK, max_new_tokens=4, steps=4, top_k=0),
+         "top_k must be an int >= 1 or None, got 0"),
+        (lambda m, x: select_rows(torch.randn(1, 4, 8), torch.randn(1, 4, 8), 1, "query"),
+         "selection must be one of .*got 'query'"),
+        (lambda m, x: num_transfer_tokens(torch.ones(1, dtype=torch.long), 0),
+         "steps must be an int >= 1, got 0"),
+        (lambda m, x: generation_flops(LLADA_8B, 32, 10, 8, 0, None), "steps must be an int >= 1, got 0"),
+        (lambda m, x: generation_flops(LLADA_8B, 32, -1, 8, 8, None),
+         "prompt_length must be an int >= 1, got -1"),
+        (lambda m, x: schedule(8, 0, DLLMCacheConfig()), "n_layers must be an int >= 1, got 0"),
+    ],
+)  # fmt: skip
+def test_public_helpers_name_the_bad_value(model, prompts, call, match):
+    with pytest.raises(ValueError, match=match):
+        call(model, prompts(1, 8))

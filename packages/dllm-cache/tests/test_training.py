@@ -70,6 +70,21 @@ def test_training_runs_and_caches(tmp_path, monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_train_cli_builds_the_longer_response_recipe(tmp_path, monkeypatch):
+    """``--response-length 32`` trains the issue's R = 32 variant of the reproduction's task."""
+    import json
+
+    from dllm_cache.train import main
+
+    monkeypatch.setenv("ADAPTIVE_METHODS_CACHE", str(tmp_path))
+    assert main(["--response-length", "32", "--steps", "1", "--size", "toy"]) == 0
+    (losses,) = tmp_path.rglob("losses.json")
+    recipe = json.loads(losses.read_text())["recipe"]
+    assert recipe["response_length"] == 32 and recipe["ops"] == ["pick"]
+    with pytest.raises(ValueError, match="at least the 4 answer digits, got 3"):
+        main(["--response-length", "3", "--steps", "1", "--size", "toy"])
+
+
 def test_pick_task_layout_and_scores():
     """``a ; b ->`` queries, the answer is one of the two strings; a mix of both scores less."""
     spec = TaskSpec(ops=("pick",))

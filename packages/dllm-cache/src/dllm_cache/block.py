@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dllm_cache.config import DLLMCacheConfig
+from dllm_cache.config import SELECTIONS, DLLMCacheConfig
 from dllm_cache.flops import BlockDims, RowCounts, case_of, case_rows
 from shared_core.kernels import cosine_topk
 
@@ -113,6 +113,8 @@ def select_rows(
     The cosine is taken over the whole feature row in float32 (bf16 inputs included); ties go
     to ``torch.topk``'s order. ``selection="random"`` draws ``k`` distinct rows uniformly instead.
     """
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     if selection == "random":
         B, n = new.shape[:2]
         device = generator.device if generator is not None else new.device

@@ -108,6 +108,10 @@ def dream_generate(
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if not 0 < eps < 1:
         raise ValueError(f"eps must be in (0, 1), got {eps!r}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be an int >= 1 or None, got {top_k!r}")
     if bool((input_ids == mask_id).any()):
         raise ValueError(
             f"the prompt contains mask_id={mask_id}; masks belong to the response only"

@@ -114,8 +114,15 @@ def case_rows(
     return prompt + probe
 
 
+def _check_counts(**counts: int) -> None:
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
 def schedule(steps: int, n_layers: int, config: DLLMCacheConfig) -> list[list[Case]]:
     """``schedule[t - 1][layer]``: the case of every layer on forward calls ``t = 1..steps``."""
+    _check_counts(steps=steps, n_layers=n_layers)
     return [
         [case_of(*refresh_flags(t, layer, config)) for layer in range(n_layers)]
         for t in range(1, steps + 1)
@@ -138,6 +145,10 @@ def generation_flops(
     ``lm_head`` adds the output projection over the full sequence (``"full"``, what a FLOPs
     profiler counts for the official code), over the response only, or not at all.
     """
+    _check_counts(
+        n_layers=n_layers, prompt_length=prompt_length, response_length=response_length,
+        steps=steps,
+    )  # fmt: skip
     if lm_head not in ("full", "response", "none"):
         raise ValueError(f"lm_head must be 'full', 'response' or 'none', got {lm_head!r}")
     T = prompt_length + response_length

@@ -323,7 +323,9 @@ def _ablation_claims(report: Report, deviation: dict[str, dict[str, Any]]) -> li
                      "KL(no cache || cached) on masked positions, same inputs (mean over prompts)",
                      float(kl_v.mean()), float(kl.mean()), direction="lower", held=hi < 0,
                      baseline_name=name, samples=len(kl_v),
-                     note=f"Kr=∞; paired difference {mean:+.2e}, 95% CI [{lo:+.2e}, {hi:+.2e}]: {verdict}")  # fmt: skip
+                     note=f"Kr=∞; paired difference {mean:+.2e}, 95% CI [{lo:+.2e}, {hi:+.2e}]: {verdict}; "
+                          f"with k = {CACHED.tokens_per_update(SPEC.response_length)} of R = {SPEC.response_length} rows, "
+                          "part of the V/K picks fall on exact cosine ties, broken by torch.topk's order")  # fmt: skip
     return rows
 
 

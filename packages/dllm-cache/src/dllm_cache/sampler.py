@@ -24,6 +24,7 @@ Remasking = Literal["low_confidence", "random"]
 def num_transfer_tokens(mask_counts: Tensor, steps: int) -> Tensor:
     """Tokens committed per step (B×steps) for ``mask_counts`` masks per row: equal shares, the
     remainder going to the first steps (LLaDA's linear schedule)."""
+    _check_int("steps", steps, 1)
     base = mask_counts // steps
     remainder = mask_counts % steps
     out = base.unsqueeze(1).expand(-1, steps).clone()
