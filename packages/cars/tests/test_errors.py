@@ -108,12 +108,49 @@ def test_a_broken_lm_raises_naming_the_prefix(toy, value):
         CARSSampler(_BrokenLM(value), c, max_new_tokens=n, seed=0).sample([0], n_samples=5)
 
 
-def test_prompt_ids_outside_the_vocabulary_are_refused(toy):
-    lm, c, n = toy
+def _sample_methods(lm, c):
+    """CARS and the baselines, called as ``f(prompt=..., n_samples=..., max_new_tokens=...)``."""
+    from cars_sampling.mcmc import mcmc_sample
+
+    def cars(prompt=(), n_samples=1, max_new_tokens=6, max_attempts=50):
+        sampler = CARSSampler(lm, c, max_new_tokens=max_new_tokens)
+        return sampler.sample(prompt, n_samples=n_samples, max_attempts=max_attempts)
+
+    def gcd(**kw):
+        return gcd_sample(lm, c, **kw)
+
+    def mcmc(**kw):
+        return mcmc_sample(lm, c, steps=2, **kw)
+
+    return {"cars": cars, "gcd": gcd, "mcmc": mcmc}
+
+
+@pytest.mark.parametrize("method", ["cars", "gcd", "mcmc"])
+def test_prompt_ids_outside_the_vocabulary_are_refused(toy, method):
+    lm, c, _ = toy
+    f = _sample_methods(lm, c)[method]
     with pytest.raises(ValueError, match=r"\[7\] are outside the LM's vocabulary \[0, 4\)"):
-        CARSSampler(lm, c, max_new_tokens=n).sample([0, 7])
+        f(prompt=[0, 7])
     with pytest.raises(ValueError, match="outside"):
-        CARSSampler(lm, c, max_new_tokens=n).sample([-1])
+        f(prompt=[-1])
+
+
+@pytest.mark.parametrize("method", ["cars", "gcd", "mcmc"])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"max_new_tokens": -3}, "max_new_tokens"),
+        ({"n_samples": 0}, "n_samples"),
+        ({"n_samples": -2}, "n_samples"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"n_samples": 2.5}, "n_samples"),
+    ],
+)
+def test_counts_and_lengths_must_be_positive_ints(toy, method, kwargs, name):
+    lm, c, _ = toy
+    with pytest.raises(ValueError, match=f"{name} must be an int >= 1, got {kwargs[name]!r}"):
+        _sample_methods(lm, c)[method](**kwargs)
 
 
 @pytest.mark.parametrize("sparse", [True, False])

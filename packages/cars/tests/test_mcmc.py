@@ -93,6 +93,39 @@ def test_long_chains_pass_chi_square_and_ten_steps_reduce_the_bias(toy, chi_squa
     assert total_variation(empirical(ten.token_ids), exact.probs) < tv_gcd - 0.1
 
 
+def test_the_position_is_drawn_over_every_drawn_token_stop_included(toy, monkeypatch):
+    """Each step picks i uniformly over len(log_z) positions (the stop token's included), the
+    count _log_accept's length factor assumes; spied on the chain's own rng and GCD runs."""
+    import numpy as np
+    from cars_sampling import mcmc
+
+    lm, c, n = toy
+    events, real_continue, real_rng = [], mcmc.gcd_continue, np.random.default_rng
+
+    def spy_continue(*args):
+        events.append(("run", real_continue(*args)))
+        return events[-1][1]
+
+    class SpyRng:
+        def __init__(self, seed):
+            self._rng = real_rng(seed)
+
+        def __getattr__(self, name):
+            return getattr(self._rng, name)
+
+        def integers(self, high):
+            events.append(("pick", high))
+            return self._rng.integers(high)
+
+    monkeypatch.setattr(mcmc, "gcd_continue", spy_continue)
+    monkeypatch.setattr(mcmc.np.random, "default_rng", SpyRng)
+    mcmc_sample(lm, c, n_samples=30, steps=1, max_new_tokens=n, seed=0)
+    picks = [(events[k - 1][1], high) for k, (kind, high) in enumerate(events) if kind == "pick"]
+    assert len(picks) == 30
+    assert all(start.ok and high == len(start.log_z) for start, high in picks)
+    assert any(len(start.log_z) == len(start.tokens) + 1 for start, _ in picks)  # stop drawn
+
+
 def test_bad_arguments_raise(toy):
     lm, c, n = toy
     with pytest.raises(ValueError, match="proposal must be one of"):

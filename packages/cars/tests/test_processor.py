@@ -50,7 +50,9 @@ class _UncountedProcessor(CARSLogitsProcessor):
         self._prompt_len, self._rows, self._seen = None, None, None
 
 
-@pytest.mark.parametrize("cls, exact_ok", [(CARSLogitsProcessor, True), (_UncountedProcessor, False)])
+@pytest.mark.parametrize(
+    "cls, exact_ok", [(CARSLogitsProcessor, True), (_UncountedProcessor, False)]
+)
 def test_forgetting_finish_does_not_bias_the_samples(toy, chi_square, cls, exact_ok):
     """The review's scenario (0.2.0: TV 0.166, p = 9e-35): attempts never finished are closed
     by the next call, so the samples stay exact; the 0.2.0 behaviour must fail the same test."""

@@ -12,4 +12,6 @@ def test_reproduce_smoke_writes_a_report(tmp_path):
     assert any("GCD is biased" in n for n in names)
     assert any("(a) paper's regime" in n for n in names)
     assert any("cone-masked mutant" in n for n in names)
+    # wall time is descriptive only: one sequential run per style cannot carry a claim
+    assert not any("wall" in n or "seconds" in n for n in names)
     assert len(report.tables) == 3 and (tmp_path / "acceptance.png").exists()

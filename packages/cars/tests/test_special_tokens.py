@@ -72,29 +72,31 @@ def test_sampling_through_a_wildcard_grammar_emits_no_special_token(tok):
     assert not {t for s in res.token_ids for t in s} & special_ids(tok)
 
 
-def test_a_literal_that_spells_a_special_token_raises_a_grammar_error(tok):
-    # llguidance's canonical tokenization of forced text maps the literal onto the special id,
-    # which the guard removes: the sampler must say so, not report an exhausted language.
+def test_naming_or_forcing_a_special_token_is_refused_at_construction(tok):
     from cars_sampling import GrammarError
 
-    with pytest.raises(GrammarError, match=r"special token\(s\) \[\d+\] \['<\|pad\|>'\]"):
-        LLGuidanceConstraint.from_grammar('start: "<|pad|>"', tok)
-    c = LLGuidanceConstraint.from_grammar('start: "say <|pad|> please"', tok)
-    lm = ToyLM(len(tok), tok.eos_token_id, seed=1, sharpness=0.5, eos_bias=3.0)
-    with pytest.raises(GrammarError, match="allow_special_tokens=True"):
-        CARSSampler(lm, c, tokenizer=tok, max_new_tokens=20, seed=0).sample(max_attempts=3000)
+    with pytest.raises(GrammarError, match=r"unknown special token.*allow_special_tokens=True"):
+        LLGuidanceConstraint.from_grammar('start: "a" <|pad|>', tok)
+    pad = tok.pad_token_id
+    with pytest.raises(GrammarError, match=rf"special token\(s\) \[{pad}\] \['<\|pad\|>'\]"):
+        LLGuidanceConstraint.from_grammar(f"start: <[{pad}]>", tok)
 
 
+@pytest.mark.parametrize("backend", ["dfa", "llguidance"])
 @pytest.mark.parametrize("text", ["<|pad|>", ADDED])
-def test_the_dfa_backend_spells_special_tokens_in_text_tokens(tok, text):
+def test_a_literal_that_spells_a_special_token_is_sampled_as_text(tok, backend, text):
+    """Both backends (and XGrammar, in test_xgrammar) read such a literal as text: 0.2.0's
+    llguidance backend compiled it, then raised GrammarError while sampling."""
     from cars_sampling import DFAConstraint
 
-    dfa = DFAConstraint.from_regex(f"say {text} please".replace("|", r"\|"), tok)
-    dfa.reset()
-    for t in sorted(special_ids(tok)):  # the same set the llguidance backend bans
-        assert dfa.vocab[t] is None
+    if backend == "dfa":
+        c = DFAConstraint.from_regex(f"say {text} please".replace("|", r"\|"), tok)
+        for t in sorted(special_ids(tok)):  # the same set the llguidance backend bans
+            assert c.vocab[t] is None
+    else:
+        c = LLGuidanceConstraint.from_grammar(f'start: "say {text} please"', tok)
     lm = ToyLM(len(tok), tok.eos_token_id, seed=1, sharpness=0.5, eos_bias=3.0)
-    res = CARSSampler(lm, dfa, tokenizer=tok, max_new_tokens=20, seed=0).sample(
+    res = CARSSampler(lm, c, tokenizer=tok, max_new_tokens=20, seed=0).sample(
         n_samples=2, max_attempts=3000
     )
     assert res.n_valid == 2
@@ -103,6 +105,7 @@ def test_the_dfa_backend_spells_special_tokens_in_text_tokens(tok, text):
 
 
 def test_opting_in_allows_special_tokens(tok):
+    LLGuidanceConstraint.from_grammar('start: "a" <|pad|>', tok, allow_special_tokens=True)
     c = LLGuidanceConstraint.from_grammar("start: <[*]>", tok, allow_special_tokens=True)
     c.reset()
     assert c.allowed_mask()[sorted(special_ids(tok))].all()

@@ -71,6 +71,18 @@ def test_json_schema_layout_and_special_tokens(small_tokenizer):
     assert not c.allowed_mask()[pad] and c.eos_token_ids == {small_tokenizer.eos_token_id}
 
 
+def test_a_literal_that_spells_a_special_token_is_sampled_as_text(small_tokenizer):
+    """As with the DFA and llguidance backends (test_special_tokens): text, never the special id."""
+    tok, text = small_tokenizer, "say <|pad|> please"
+    c = XGrammarConstraint.from_grammar(f'root ::= "{text}"', tok)
+    lm = ToyLM(len(tok), tok.eos_token_id, seed=1, sharpness=0.5, eos_bias=3.0)
+    res = CARSSampler(lm, c, tokenizer=tok, max_new_tokens=24, seed=0).sample(
+        n_samples=2, max_attempts=3000
+    )
+    assert res.texts == [text, text]
+    assert tok.pad_token_id not in {t for s in res.token_ids for t in s}
+
+
 def test_bad_grammars_and_vocabularies_raise(small_tokenizer):
     with pytest.raises(GrammarError, match="does not compile"):
         XGrammarConstraint.from_grammar("root ::= (", small_tokenizer)

@@ -18,7 +18,12 @@ import torch
 
 from cars_sampling.constraints import Constraint
 from cars_sampling.lm import NextTokenLM
-from cars_sampling.sampler import CARSSampler, SampleResult, Style, prompt_ids
+from cars_sampling.sampler import (
+    CARSSampler,
+    SampleResult,
+    Style,
+    checked_run_args,
+)
 from cars_sampling.tempering import check_logprobs, check_sampling_args, transform_logprobs
 from cars_sampling.trie import draw, probs_from_logp
 
@@ -81,7 +86,7 @@ def gcd_continue(
         if tok in constraint.eos_token_ids:
             return GCDRun(tokens, log_p, log_z, True, passes)
         tokens.append(tok)
-        if len(tokens) == len(prefix) + max_new_tokens:
+        if len(tokens) >= len(prefix) + max_new_tokens:
             return GCDRun(tokens, log_p, log_z, constraint.is_accepting(), passes)
 
 
@@ -103,11 +108,9 @@ def gcd_sample(
     string that is not in the language; ``n_forward_passes`` counts one LM call per token.
     """
     check_sampling_args(temperature, None, None, False)
-    if lm.vocab_size != constraint.vocab_size:
-        raise ValueError(
-            f"vocabulary mismatch: LM {lm.vocab_size} vs constraint {constraint.vocab_size}"
-        )
-    ids = prompt_ids(prompt, tokenizer)
+    ids = checked_run_args(
+        lm, constraint, prompt, tokenizer, n_samples, max_new_tokens, max_attempts
+    )
     rng = np.random.default_rng(seed)
     max_attempts = 10 * n_samples if max_attempts is None else max_attempts
     out: list[list[int]] = []

@@ -60,10 +60,38 @@ def default_stop_tokens(tokenizer: Any, model: Any = None) -> list[int]:
     return sorted(ids)
 
 
+# Prepended to a hidden special token's text in the tokenizer llguidance sees: no grammar text
+# can spell it, so a literal "<|pad|>" is matched by text tokens, as the DFA and XGrammar do.
+_HIDDEN = "\u0000"
+
+
+def _guarded_lltokenizer(llg: Any, tokenizer: Any, eos: list[int], hidden: set[int]) -> Any:
+    """llguidance's tokenizer (as ``llguidance.hf.from_tokenizer`` builds it) with the special
+    tokens in ``hidden`` renamed, so that its forced-text tokenization never produces them."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError("LLGuidanceConstraint needs a fast (Rust) Hugging Face tokenizer")
+    backend = copy.copy(backend)
+    backend.no_padding()
+    backend.no_truncation()
+    spec = json.loads(backend.to_str())
+    vocab = spec.get("model", {}).get("vocab")
+    for added in spec.get("added_tokens", []):
+        token_id, text = added.get("id"), added["content"]
+        if token_id not in hidden:
+            continue
+        added["content"] = _HIDDEN + text
+        # The model's own vocabulary may list the token too (BPE: a dict, Unigram: a list).
+        if isinstance(vocab, dict) and vocab.get(text) == token_id:
+            vocab[_HIDDEN + text] = vocab.pop(text)
+        elif isinstance(vocab, list) and token_id < len(vocab) and vocab[token_id][0] == text:
+            vocab[token_id][0] = _HIDDEN + text
+    return llg.LLTokenizer(json.dumps(spec), eos_token=eos)
+
+
 def _llguidance() -> Any:
     try:
         import llguidance
-        import llguidance.hf
     except ImportError as exc:
         raise ImportError(
             "LLGuidanceConstraint needs llguidance: pip install 'cars-sampling[llguidance]'"
@@ -79,11 +107,13 @@ class LLGuidanceConstraint:
     or the tokenizer's local folder); each is allowed exactly when the grammar accepts. Special
     tokens (``all_special_ids`` and added special tokens, stop tokens aside) are removed from
     every mask unless ``allow_special_tokens=True``, whatever the grammar says (``<[*]>``,
-    ``<[0-511]>``, ``<|pad|>``): a user-supplied grammar cannot emit control tokens. A literal
-    that spells one (``"say <|pad|> please"``) compiles, but llguidance tokenizes it to the
-    special token, so it cannot be sampled: where the guard leaves a prefix no continuation,
-    :class:`~cars_sampling.GrammarError` says so (at construction when it is the first token). ``vocab_size``
-    pads the mask for models with extra rows.
+    ``<[0-511]>``): a user-supplied grammar cannot emit control tokens, and naming one
+    (``<|pad|>``) is a :class:`~cars_sampling.GrammarError` at construction. A string literal
+    that spells one (``"say <|pad|> please"``) is text: it is sampled as text tokens, as
+    :class:`~cars_sampling.DFAConstraint` and the XGrammar backend do (llguidance alone would turn
+    it into the special token). Where the guard leaves a prefix no continuation (``<[0]>`` for
+    the pad id), ``GrammarError`` says so. ``vocab_size`` pads the mask for models with extra
+    rows.
     """
 
     def __init__(
@@ -114,7 +144,8 @@ class LLGuidanceConstraint:
         self._special_names = {
             t: str(tokenizer.convert_ids_to_tokens(t)) for t in self._banned.tolist()
         }
-        self._lltok = llg.hf.from_tokenizer(tokenizer, eos_token=eos)
+        hidden = set() if allow_special_tokens else set(self._banned.tolist())
+        self._lltok = _guarded_lltokenizer(llg, tokenizer, eos, hidden)
         if self._lltok.vocab_size > self.vocab_size:
             raise ValueError(
                 f"vocabulary mismatch: the tokenizer has {self._lltok.vocab_size} tokens, "
@@ -122,7 +153,14 @@ class LLGuidanceConstraint:
             )
         is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(grammar, self._lltok)
         if is_error:
-            raise GrammarError(f"grammar does not compile: {messages[0] if messages else '?'}")
+            message = messages[0] if messages else "?"
+            if "unknown special token" in message and not allow_special_tokens:
+                message = (  # llguidance's list of available ones would show the hidden names
+                    message.split("; following special tokens")[0] + ": the special-token guard "
+                    "hides special tokens from grammars, which cannot emit them; pass "
+                    "allow_special_tokens=True to name one"
+                )
+            raise GrammarError(f"grammar does not compile: {message}")
         self._initial = llg.LLMatcher(self._lltok, grammar, log_level=0)
         if self._initial.is_error():
             raise GrammarError(f"grammar does not compile: {self._initial.get_error()}")
@@ -237,10 +275,8 @@ class LLGuidanceConstraint:
         raise GrammarError(
             f"the grammar can only continue with special token(s) {forced[:5].tolist()} {names} "
             f"here (after {self._consumed[:20]} of the generated tokens), and the special-token "
-            "guard removes them, so no string through this point can be sampled. A string "
-            'literal that spells a special token (e.g. "<|pad|>") is tokenized by llguidance '
-            "to that token, not to text; remove it from the grammar, sample it with "
-            "DFAConstraint (which spells it in text tokens), or pass allow_special_tokens=True"
+            "guard removes them, so no string through this point can be sampled; remove them "
+            "from the grammar or pass allow_special_tokens=True"
         )
 
     def is_accepting(self) -> bool:

@@ -25,7 +25,10 @@ import numpy as np
 from cars_sampling.baselines import GCDRun, gcd_continue
 from cars_sampling.constraints import Constraint
 from cars_sampling.lm import NextTokenLM
-from cars_sampling.sampler import SampleResult, prompt_ids
+from cars_sampling.sampler import (
+    SampleResult,
+    checked_run_args,
+)
 from cars_sampling.tempering import check_sampling_args
 
 Proposal = Literal["prefix", "restart"]
@@ -68,11 +71,9 @@ def mcmc_sample(
         raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}")
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
-    if lm.vocab_size != constraint.vocab_size:
-        raise ValueError(
-            f"vocabulary mismatch: LM {lm.vocab_size} vs constraint {constraint.vocab_size}"
-        )
-    ids = prompt_ids(prompt, tokenizer)
+    ids = checked_run_args(
+        lm, constraint, prompt, tokenizer, n_samples, max_new_tokens, max_attempts
+    )
     rng = np.random.default_rng(seed)
     budget = (steps + 1) * n_samples * 10 if max_attempts is None else max_attempts
     runs = passes = 0

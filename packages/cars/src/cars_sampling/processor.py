@@ -400,7 +400,9 @@ class CARSLogitsProcessor:
         Returns ``True``/``False`` (valid or not) for a single row, a list of them for a batch.
         """
         if self._prompt_len is None:
-            raise RuntimeError("finish() without an open attempt (no generate call since the last finish)")
+            raise RuntimeError(
+                "finish() without an open attempt (no generate call since the last finish)"
+            )
         ids = sequences.tolist() if isinstance(sequences, torch.Tensor) else list(sequences)
         rows_ids = [ids] if not ids or not isinstance(ids[0], (list, tuple)) else ids
         rows = self._rows or []

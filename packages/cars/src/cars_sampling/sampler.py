@@ -104,6 +104,51 @@ def prompt_ids(prompt: Any, tokenizer: Any = None) -> list[int]:
     return [int(t) for t in ids]
 
 
+def check_positive_int(name: str, value: Any) -> None:
+    """Raise ``ValueError`` unless ``value`` is an int >= 1 (a count or a length)."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def check_vocabularies(lm: Any, constraint: Constraint) -> None:
+    """Raise ``ValueError`` when the LM's and the constraint's token ids do not line up."""
+    if lm.vocab_size != constraint.vocab_size:
+        raise ValueError(
+            f"vocabulary mismatch: the LM gives {lm.vocab_size} logits but the constraint covers "
+            f"{constraint.vocab_size} token ids; build the constraint with vocab_size={lm.vocab_size}"
+        )
+
+
+def checked_prompt_ids(prompt: Any, tokenizer: Any, vocab_size: int) -> list[int]:
+    """:func:`prompt_ids`, refusing ids outside ``[0, vocab_size)`` (the LM would index past)."""
+    ids = prompt_ids(prompt, tokenizer)
+    bad = [t for t in ids if not 0 <= t < vocab_size]
+    if bad:
+        raise ValueError(
+            f"prompt token ids {bad[:5]} are outside the LM's vocabulary [0, {vocab_size})"
+        )
+    return ids
+
+
+def checked_run_args(
+    lm: Any,
+    constraint: Constraint,
+    prompt: Any,
+    tokenizer: Any,
+    n_samples: Any,
+    max_new_tokens: Any,
+    max_attempts: Any = None,
+) -> list[int]:
+    """The checks every sampling entry point makes (``max_attempts=None``: a default bound);
+    returns the prompt ids."""
+    check_vocabularies(lm, constraint)
+    for name, value in (("n_samples", n_samples), ("max_new_tokens", max_new_tokens)):
+        check_positive_int(name, value)
+    if max_attempts is not None:
+        check_positive_int("max_attempts", max_attempts)
+    return checked_prompt_ids(prompt, tokenizer, lm.vocab_size)
+
+
 def _is_hf_model(obj: Any) -> bool:
     return hasattr(obj, "config") and callable(obj) and not hasattr(obj, "logprobs")
 
@@ -136,8 +181,7 @@ class CARSSampler:
     ) -> None:
         if style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, got {style!r}")
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+        check_positive_int("max_new_tokens", max_new_tokens)
         check_sampling_args(temperature, top_k, top_p, allow_truncation)
         if max_trie_bytes is not None and max_trie_bytes <= 0:
             raise ValueError(f"max_trie_bytes must be None or > 0, got {max_trie_bytes!r}")
@@ -155,11 +199,7 @@ class CARSSampler:
                 "constraint must follow the Constraint protocol (reset, advance, allowed_mask, "
                 f"is_accepting, vocab_size, eos_token_ids), got {type(constraint).__name__}"
             )
-        if lm.vocab_size != constraint.vocab_size:
-            raise ValueError(
-                f"vocabulary mismatch: the LM gives {lm.vocab_size} logits but the constraint covers "
-                f"{constraint.vocab_size} token ids; build the constraint with vocab_size={lm.vocab_size}"
-            )
+        check_vocabularies(lm, constraint)
         self.lm = lm
         self.constraint = constraint
         self.tokenizer = tokenizer
@@ -314,16 +354,10 @@ class CARSSampler:
         max_attempts: int = 2000,
     ) -> SampleResult:
         """Draw up to ``n_samples`` exact constrained samples within ``max_attempts`` attempts."""
-        if not isinstance(n_samples, int) or n_samples < 1:
-            raise ValueError(f"n_samples must be an int >= 1, got {n_samples!r}")
-        if not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
-        ids = prompt_ids(prompt, self.tokenizer)
-        bad = [t for t in ids if not 0 <= t < self.lm.vocab_size]
-        if bad:
-            raise ValueError(
-                f"prompt token ids {bad[:5]} are outside the LM's vocabulary [0, {self.lm.vocab_size})"
-            )
+        check_positive_int("max_attempts", max_attempts)  # no default bound here
+        ids = checked_run_args(
+            self.lm, self.constraint, prompt, self.tokenizer, n_samples, self.max_new_tokens
+        )
         key = self._run_key(ids)
         if (
             key != self._key
