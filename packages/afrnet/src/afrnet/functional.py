@@ -97,7 +97,7 @@ def null_projector(
                 "its Laplacian is singular and energies across components are undefined. "
                 "Connect it, or pass allow_disconnected=True to ground each component on its own"
             )
-    proj = (reach / sizes[..., None]).to(adj.dtype)
+    proj = reach.to(adj.dtype) / sizes.to(adj.dtype)[..., None]
     return proj[0] if squeeze else proj
 
 
