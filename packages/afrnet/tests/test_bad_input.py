@@ -195,26 +195,51 @@ def _bad_calls(sc, fc):
         ("fc > 1", lambda: flow_energy(sc, fc * 5, g), r"\[-1, 1\], got max \|F\| = 5"),
         ("asymmetric sc", lambda: flow_energy(skew, fc, g), r"symmetric \(largest .* 0.5\)"),
         ("negative sc", lambda: flow_energy(negative, fc, g), "non-negative, got min -0.3"),
-        ("index range", lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 0], [1, 9]])),
-         r"\[0, 7\], got range \[0, 9\]"),  # fmt: skip
-        ("duplicate", lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 1], [1, 0]])),
-         "an edge twice"),  # fmt: skip
-        ("self-loop", lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 2], [0, 3]])),
-         "self-loop at column 0"),  # fmt: skip
+        (
+            "index range",
+            lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 0], [1, 9]])),
+            r"\[0, 7\], got range \[0, 9\]",
+        ),
+        (
+            "duplicate",
+            lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 1], [1, 0]])),
+            "an edge twice",
+        ),
+        (
+            "self-loop",
+            lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 2], [0, 3]])),
+            "self-loop at column 0",
+        ),
         ("float edge_index", lambda: flow_energy(sc, fc, g, edge_index=e.double()), "integer"),
         ("dtypes", lambda: flow_energy(sc, fc.float(), g), "share one floating dtype"),
         ("delta NaN", lambda: flow_energy(sc, fc, g, delta=float("nan")), "delta must be a finite"),
         ("scale NaN", lambda: flow_energy(sc, fc, g, scale=float("nan")), "scale must be a finite"),
-        ("empty", lambda: flow_energy(sc[:0, :0], fc[:0, :0], g[:0]), "at least 2 regions, got N = 0"),
+        (
+            "empty",
+            lambda: flow_energy(sc[:0, :0], fc[:0, :0], g[:0]),
+            "at least 2 regions, got N = 0",
+        ),
         ("no edge", lambda: flow_energy(sc * 0, fc, g[:0]), "no edge"),
-        ("mask NaN", lambda: routing_mask(torch.tensor([1.0, float("nan")]), torch.ones(2)),
-         "non-finite"),  # fmt: skip
-        ("mask E < 0", lambda: routing_mask(torch.tensor([1.0, -5.0]), torch.ones(2)),
-         "got min -5 and 1"),  # fmt: skip
-        ("mask S < 0", lambda: routing_mask(torch.ones(2), torch.tensor([0.1, -0.2])),
-         r"got min 1 and -0.2"),  # fmt: skip
-        ("mask tau", lambda: routing_mask(torch.ones(2), torch.ones(2), tau=float("nan")),
-         "tau must be a finite number > 0, got nan"),  # fmt: skip
+        (
+            "mask NaN",
+            lambda: routing_mask(torch.tensor([1.0, float("nan")]), torch.ones(2)),
+            "non-finite",
+        ),
+        (
+            "mask E < 0",
+            lambda: routing_mask(torch.tensor([1.0, -5.0]), torch.ones(2)),
+            "got min -5 and 1",
+        ),
+        (
+            "mask S < 0",
+            lambda: routing_mask(torch.ones(2), torch.tensor([0.1, -0.2])),
+            r"got min 1 and -0.2",
+        ),
+        (
+            "mask tau",
+            lambda: routing_mask(torch.ones(2), torch.ones(2), tau=float("nan")),
+            "tau must be a finite number > 0, got nan",
+        ),
         ("reff < 0", lambda: effective_resistance(-ring), "weights must be >= 0"),
         ("reff NaN", lambda: effective_resistance(ring * float("nan")), "non-finite"),
         ("reff skew", lambda: effective_resistance(ring.triu()), "symmetric"),

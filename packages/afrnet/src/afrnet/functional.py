@@ -21,9 +21,8 @@ float32, where an explicit ``(L + δI)⁻¹`` loses every digit (spec section 2.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import math
+from typing import Literal
 
 import torch
 
@@ -80,7 +79,9 @@ def null_projector(
     if masks is not None:
         links = (links & masks[:, :, None] & masks[:, None, :]) | eye
     labels = torch.arange(n, device=adj.device).expand(adj.shape[0], n)
-    while True:  # labels only decrease, so this ends; at the fixpoint they are constant per component
+    while (
+        True
+    ):  # labels only decrease, so this ends; at the fixpoint they are constant per component
         lowest = torch.where(links, labels[:, None, :], n).amin(-1)
         lowest = torch.gather(lowest, 1, lowest)
         if torch.equal(lowest, labels):
@@ -329,13 +330,17 @@ def effective_resistance(weights: torch.Tensor, *, laplacian: bool = False) -> t
     """``R_ij = (e_i - e_j)ᵀ L⁺ (e_i - e_j)`` of a conductance matrix (or of a Laplacian with
     ``laplacian=True``), batched; raises on a disconnected graph (infinite resistance)."""
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2] or weights.shape[-1] < 2:
-        raise ValueError(f"weights must be square [.., N, N] with N >= 2, got {tuple(weights.shape)}")
+        raise ValueError(
+            f"weights must be square [.., N, N] with N >= 2, got {tuple(weights.shape)}"
+        )
     if not torch.isfinite(weights).all():
         raise ValueError("weights has a non-finite entry")
     lap = weights if laplacian else conductance_laplacian(weights)
     off = -lap * (1 - torch.eye(lap.shape[-1], dtype=lap.dtype, device=lap.device))
     if (off < 0).any():
-        what = "off-diagonal Laplacian entries must be <= 0" if laplacian else "weights must be >= 0"
+        what = (
+            "off-diagonal Laplacian entries must be <= 0" if laplacian else "weights must be >= 0"
+        )
         raise ValueError(f"{what} (conductances), got {float(off.min()):.4g}")
     if float((lap - lap.transpose(-1, -2)).abs().max()) > 1e-6 * float(lap.abs().max()):
         raise ValueError("the conductance matrix (or Laplacian) must be symmetric")
