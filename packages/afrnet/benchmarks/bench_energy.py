@@ -4,7 +4,8 @@
 
 1. ``flow_energy(solver="pinv")`` (one batched call) against the official ``dial/routing.py``
    formulation (a per-subject loop: incidence matrix, two ``torch.linalg.solve`` with E right-hand
-   sides), dense SC, float32 as the official code, same inputs; also our batched ``solver="solve"``.
+   sides), dense SC, float32 as the official code, same inputs; also our batched ``solver="solve"``
+   (float64: the double solve refuses float32).
    The official cost grows as N²E = O(N⁴) on dense SC, so the batch shrinks with N (the ratio is per
    subject either way).
 2. Training subjects per second: one optimisation step (batch 32, N = 94, 10 % density) of AFR-Net
@@ -30,8 +31,8 @@ from shared_core.bench import compare
 
 
 def _safe_solve(mat: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
-    """The official fallback: LU solve, least squares when float32 LU finds L + δI singular
-    (it does on dense SC at N = 90: condition ~ λ_max / δ > 1 / eps_float32)."""
+    """The official fallback: LU solve, least squares when LU reports L + δI singular (mirrored
+    for fidelity; on dense SC at N = 90 in float32 it was taken in 0 of 8 solves)."""
     try:
         return torch.linalg.solve(mat, rhs)
     except RuntimeError:
@@ -73,7 +74,8 @@ def energy_case(n: int, batch: int, repeats: int) -> dict[str, float]:
 
     ours = compare(lambda: flow_energy(sc, fc, dense, solver="pinv"), official,
                    name="pinv", baseline_name="official", repeats=repeats, warmup=1)  # fmt: skip
-    solve = compare(lambda: flow_energy(sc, fc, dense, solver="solve"), official,
+    sc64, fc64, dense64 = sc.double(), fc.double(), dense.double()  # "solve" is float64-only
+    solve = compare(lambda: flow_energy(sc64, fc64, dense64, solver="solve"), official,
                     name="batched solve", baseline_name="official", repeats=repeats, warmup=1)  # fmt: skip
     ref = official_energy(sc[0].double(), fc[0].double(), g[0].double())
     official32 = official_energy(sc[0], fc[0], g[0]).double()

@@ -41,3 +41,21 @@ def official_energy(sc, fc, g, delta=1e-6, ridge=1e-6, scale=100.0):
     x = np.linalg.solve(lap_g, inc.T)
     z = np.linalg.solve(lap_g, lap_t @ x)
     return scale * 2.0 * g * (inc * z.T).sum(1)
+
+
+def signed_fc(n: int, seed: int = 0) -> torch.Tensor:
+    """A filtered FC as the paper feeds it: correlations of independent series (both signs),
+    the strongest 30 % by |value| kept (``filter_fc``)."""
+    from afrnet.preprocess import filter_fc
+
+    x = np.random.default_rng(seed + 200).standard_normal((2 * n, n))
+    return torch.tensor(filter_fc(np.corrcoef(x.T)), dtype=torch.float64)
+
+
+def components_projector(adjacency: np.ndarray) -> np.ndarray:
+    """``Σ_c 1_c 1_cᵀ / |c|`` from scipy's connected components (the null-space oracle)."""
+    from scipy.sparse.csgraph import connected_components
+
+    _, labels = connected_components(adjacency != 0, directed=False)
+    same = labels[:, None] == labels[None, :]
+    return same / same.sum(1, keepdims=True)

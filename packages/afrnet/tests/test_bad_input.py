@@ -3,7 +3,8 @@ import pytest
 import torch
 from afrnet.baselines import DualStreamGNN
 from afrnet.data import ConnectomeDataset, check_labels
-from afrnet.functional import flow_energy, routing_mask
+from afrnet.features import graph_features
+from afrnet.functional import effective_resistance, flow_energy, routing_mask
 from afrnet.model import AFRNet
 from afrnet.preprocess import check_fc, check_sc, fc_from_timeseries, filter_fc, sparsify_sc
 from afrnet.training import protocol_split
@@ -175,3 +176,103 @@ def test_synthetic_cohort_rejects_bad_knobs(kwargs, match):
     args = {"base": "geometric", "num_nodes": 10, "timepoints": 50, **kwargs}
     with pytest.raises(ValueError, match=match):
         synthetic_cohort(8, **args)
+
+
+def _bad_calls(sc, fc):
+    """(name, call, message) for each bad input the functional API must refuse at its boundary."""
+    e = edges(sc)
+    g = torch.ones(e.shape[1], dtype=torch.float64)
+    nan_fc = fc.clone()
+    nan_fc[0, 1] = nan_fc[1, 0] = float("nan")
+    skew = sc.clone()
+    skew[0, 1] += 0.5
+    negative = sc.clone()
+    negative[0, 1] = negative[1, 0] = -0.3
+    one = torch.ones(2, dtype=torch.float64)
+    ring = torch.ones(3, 3, dtype=torch.float64) - torch.eye(3, dtype=torch.float64)
+    return [
+        ("fc NaN", lambda: flow_energy(sc, nan_fc, g), "non-finite"),
+        ("fc > 1", lambda: flow_energy(sc, fc * 5, g), r"\[-1, 1\], got max \|F\| = 5"),
+        ("asymmetric sc", lambda: flow_energy(skew, fc, g), r"symmetric \(largest .* 0.5\)"),
+        ("negative sc", lambda: flow_energy(negative, fc, g), "non-negative, got min -0.3"),
+        (
+            "index range",
+            lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 0], [1, 9]])),
+            r"\[0, 7\], got range \[0, 9\]",
+        ),
+        (
+            "duplicate",
+            lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 1], [1, 0]])),
+            "an edge twice",
+        ),
+        (
+            "self-loop",
+            lambda: flow_energy(sc, fc, one, edge_index=torch.tensor([[0, 2], [0, 3]])),
+            "self-loop at column 0",
+        ),
+        ("float edge_index", lambda: flow_energy(sc, fc, g, edge_index=e.double()), "integer"),
+        ("dtypes", lambda: flow_energy(sc, fc.float(), g), "share one floating dtype"),
+        ("delta NaN", lambda: flow_energy(sc, fc, g, delta=float("nan")), "delta must be a finite"),
+        ("scale NaN", lambda: flow_energy(sc, fc, g, scale=float("nan")), "scale must be a finite"),
+        (
+            "empty",
+            lambda: flow_energy(sc[:0, :0], fc[:0, :0], g[:0]),
+            "at least 2 regions, got N = 0",
+        ),
+        ("no edge", lambda: flow_energy(sc * 0, fc, g[:0]), "no edge"),
+        (
+            "mask NaN",
+            lambda: routing_mask(torch.tensor([1.0, float("nan")]), torch.ones(2)),
+            "non-finite",
+        ),
+        (
+            "mask E < 0",
+            lambda: routing_mask(torch.tensor([1.0, -5.0]), torch.ones(2)),
+            "got min -5 and 1",
+        ),
+        (
+            "mask S < 0",
+            lambda: routing_mask(torch.ones(2), torch.tensor([0.1, -0.2])),
+            r"got min 1 and -0.2",
+        ),
+        (
+            "mask tau",
+            lambda: routing_mask(torch.ones(2), torch.ones(2), tau=float("nan")),
+            "tau must be a finite number > 0, got nan",
+        ),
+        ("reff < 0", lambda: effective_resistance(-ring), "weights must be >= 0"),
+        ("reff NaN", lambda: effective_resistance(ring * float("nan")), "non-finite"),
+        ("reff skew", lambda: effective_resistance(ring.triu()), "symmetric"),
+        ("features skew", lambda: graph_features(skew.numpy()), r"symmetric.*symmetrize=True"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(21))
+def test_functional_api_refuses_bad_input_at_the_boundary(pair, case):
+    _name, call, match = _bad_calls(*pair)[case]
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_double_solve_is_float64_only(pair):
+    sc, fc = pair
+    g = torch.ones(edges(sc).shape[1])
+    with pytest.raises(ValueError, match=r"solver='solve'.*float64 audits, got torch.float32"):
+        flow_energy(sc.float(), fc.float(), g, solver="solve")
+    assert torch.isfinite(flow_energy(sc.float(), fc.float(), g, solver="auto")).all()
+    with pytest.raises(ValueError, match="float64 audits"):
+        AFRNet(N, d_model=16, nhead=2, dim_feedforward=32, solver="solve")(sc.float(), fc.float())
+
+
+def test_model_refuses_bad_knobs_and_mixed_dtypes(pair):
+    sc, fc = pair
+    with pytest.raises(ValueError, match="tau must be a finite number > 0, got -1"):
+        AFRNet(N, tau=-1.0)
+    with pytest.raises(ValueError, match="energy_scale"):
+        AFRNet(N, energy_scale=0.0)
+    torch.manual_seed(0)
+    model = AFRNet(N, d_model=16, nhead=2, dim_feedforward=32).double()
+    with pytest.raises(ValueError, match=r"model is torch.float64, got sc torch.float64 and fc "):
+        model(sc, fc.float())
+    with pytest.raises(ValueError, match=r"budget_lambda\) must be a finite number >= 0, got nan"):
+        model.routing(sc, fc, budget_lambda=float("nan"))

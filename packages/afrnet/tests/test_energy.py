@@ -2,9 +2,16 @@ import numpy as np
 import pytest
 import torch
 from afrnet.data import geometric_sc
-from afrnet.functional import effective_resistance, flow_energy, task_laplacian
+from afrnet.functional import effective_resistance, flow_energy, null_projector, task_laplacian
 from afrnet.preprocess import preprocess_sc
-from afrnet_testdata import edges, official_energy, random_fc, random_sc
+from afrnet_testdata import (
+    components_projector,
+    edges,
+    official_energy,
+    random_fc,
+    random_sc,
+    signed_fc,
+)
 
 KAPPA = 100.0
 
@@ -168,3 +175,33 @@ def test_disconnected_graph_raises_or_grounds_each_component():
     both = flow_energy(sc, fc, g, allow_disconnected=True)
     first = flow_energy(a, fc[:5, :5], torch.ones(edges(a).shape[1], dtype=torch.float64))
     np.testing.assert_allclose(both[: first.numel()].numpy(), first.numpy(), rtol=1e-8)
+
+
+@pytest.mark.parametrize("solver", ["solve", "pinv"])
+def test_signed_fc_couples_through_its_magnitude(solver):
+    # Filtered FC is signed: T = |(F + Fᵀ)/2|, so anticorrelated pairs draw current too.
+    sc, fc = random_sc(12, seed=9), signed_fc(12, seed=9)
+    assert (fc < -0.1).any() and (fc > 0.1).any()
+    g = torch.tensor(np.random.default_rng(5).uniform(0.3, 3.0, edges(sc).shape[1]))
+    ours = flow_energy(sc, fc, g, solver=solver)
+    np.testing.assert_allclose(ours.numpy(), official_energy(sc, fc, g), rtol=1e-8)
+    torch.testing.assert_close(flow_energy(sc, -fc, g, solver=solver), ours, rtol=1e-10, atol=0)
+    t = task_laplacian(fc, 0.0)
+    assert (t - torch.diag(torch.diagonal(t)) <= 0).all()  # a Laplacian: -|T| off the diagonal
+
+
+def test_null_projector_equals_the_component_oracle():
+    n = 12
+    path = torch.diag(torch.ones(n - 1, dtype=torch.float64), 1)  # diameter n - 1: many squarings
+    split = torch.block_diag(random_sc(5, seed=1), random_sc(7, seed=2))
+    padded = torch.zeros(n, n, dtype=torch.float64)
+    padded[:8, :8] = random_sc(8, seed=3)
+    adj = torch.stack([path + path.T, split, padded])
+    mask = torch.ones(3, n, dtype=torch.bool)
+    mask[2, 8:] = False
+    proj = null_projector(adj, node_mask=mask, allow_disconnected=True)
+    for b in range(3):
+        np.testing.assert_allclose(proj[b].numpy(), components_projector(adj[b].numpy()), atol=0)
+    with pytest.raises(ValueError, match=r"subject 1 is disconnected \(2 components"):
+        null_projector(adj, node_mask=mask)
+    torch.testing.assert_close(null_projector(adj[0]), proj[0])

@@ -39,6 +39,44 @@ def test_mask_matches_the_official_formula_per_subject():
 def test_constant_energy_gives_zero_energy_term():
     m = routing_mask(torch.full((5,), 3.0), torch.full((5,), 0.5))
     torch.testing.assert_close(m, torch.full((5,), 0.5))
+    # With S varying the cost term alone sets the mask: a constant energy min-maxes to 0, not 1.
+    s = np.array([0.1, 0.3, 0.5, 0.9, 0.7])
+    expected = official_mask(np.full(5, 3.0), s)
+    alone = routing_mask(torch.full((5,), 3.0, dtype=torch.float64), torch.tensor(s))
+    np.testing.assert_allclose(alone.numpy(), expected, rtol=1e-10)
+    both = routing_mask(
+        torch.full((10,), 3.0, dtype=torch.float64),
+        torch.tensor(np.r_[s, s]),
+        batch=torch.arange(10) // 5,
+    )
+    np.testing.assert_allclose(both.numpy(), np.r_[expected, expected], rtol=1e-10)
+
+
+def test_threshold_sits_inside_the_temperature():
+    rng = np.random.default_rng(3)
+    e, s = rng.uniform(0.1, 50, 25), rng.uniform(0.05, 1, 25)
+    kw = {"tau": 3.0, "lambda_cost": 0.7}
+    ours = routing_mask(torch.tensor(e), torch.tensor(s), threshold=0.4, **kw)
+    expected = official_mask(e, s, tau=3.0, lam=0.7, theta=0.4)
+    np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-10)
+    theta = torch.tensor(0.4, dtype=torch.float64)
+    torch.testing.assert_close(
+        routing_mask(torch.tensor(e), torch.tensor(s), threshold=theta, **kw), ours
+    )
+
+
+def test_edge_gate_reads_structure_then_function():
+    # a_e = MLP([|H_u - H_v|, H_u ⊙ H_v, S_uv, F_uv]) in that order (spec), g_e = exp(a_e).
+    n = 8
+    sc, fc = random_sc(n, seed=11)[None], random_fc(n, seed=11)[None]
+    model = small_model(n).eval()
+    out = model(sc, fc)
+    h = model.node_encoder(fc, batch_features(sc), None)[0]
+    u, v = edges(sc[0])
+    phi = torch.cat(
+        [(h[u] - h[v]).abs(), h[u] * h[v], sc[0, u, v][:, None], fc[0, u, v][:, None]], dim=1
+    )
+    torch.testing.assert_close(out.conductance[0], torch.exp(model.edge_gate.mlp(phi)[:, 0]))
 
 
 def test_relabelling_nodes_permutes_energies_and_masks():

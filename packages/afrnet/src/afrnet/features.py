@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike, NDArray
 
+from afrnet.preprocess import check_sc
+
 _CACHE: OrderedDict[tuple[str, int, int], GraphFeatures] = OrderedDict()
 _CACHE_SIZE = 4096
 
@@ -100,6 +102,7 @@ def graph_features(sc: ArrayLike, *, max_dist: int = 510, max_path_len: int = 5)
     arr = np.ascontiguousarray(np.asarray(sc, dtype=np.float64))
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
         raise ValueError(f"graph_features takes one [N, N] SC matrix, got shape {arr.shape}")
+    check_sc(arr)  # finite, non-negative, symmetric: the hop graph is undirected
     if max_path_len < 1 or max_dist < 1:
         raise ValueError(f"max_path_len and max_dist must be >= 1, got {max_path_len}, {max_dist}")
     key = (

@@ -21,9 +21,9 @@ float32, where an explicit ``(L + δI)⁻¹`` loses every digit (spec section 2.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-import numpy as np
 import torch
 
 from afrnet.preprocess import components, describe_components
@@ -63,6 +63,9 @@ def null_projector(
 ) -> torch.Tensor:
     """The orthogonal projector on the Laplacian's null space, ``Σ_c 1_c 1_cᵀ / |c|`` (batched).
 
+    Components come from min-label propagation with pointer jumping, batched in torch (each node
+    takes the smallest label among its neighbours, then its label's label): O(B N²) a round and a
+    few rounds for connectomes, whose hop diameter is small; no per-subject loop, no host copy.
     Padded nodes (``node_mask`` false) are their own components. A subject whose real nodes form
     several components raises, listing them, unless ``allow_disconnected`` (then each component is
     grounded on its own).
@@ -71,23 +74,33 @@ def null_projector(
     adj = adjacency[None] if squeeze else adjacency
     masks = None if node_mask is None else (node_mask[None] if squeeze else node_mask)
     n = adj.shape[-1]
-    links = (adj != 0).detach().cpu().numpy()
-    labels = np.zeros((adj.shape[0], n), dtype=np.int64)
-    for b in range(adj.shape[0]):
-        valid = n if masks is None else int(masks[b].sum())
-        groups = components(links[b, :valid, :valid])
-        if len(groups) > 1 and not allow_disconnected:
+    eye = torch.eye(n, dtype=torch.bool, device=adj.device)
+    links = (adj.detach() != 0) | eye
+    if masks is not None:
+        links = (links & masks[:, :, None] & masks[:, None, :]) | eye
+    labels = torch.arange(n, device=adj.device).expand(adj.shape[0], n)
+    while (
+        True
+    ):  # labels only decrease, so this ends; at the fixpoint they are constant per component
+        lowest = torch.where(links, labels[:, None, :], n).amin(-1)
+        lowest = torch.gather(lowest, 1, lowest)
+        if torch.equal(lowest, labels):
+            break
+        labels = lowest
+    same = labels[:, :, None] == labels[:, None, :]
+    if not allow_disconnected:
+        valid = torch.full_like(labels[:, 0], n) if masks is None else masks.sum(-1)
+        split = torch.nonzero(same[:, 0].sum(-1) != valid).flatten()
+        if split.numel():
+            b = int(split[0])
+            size = int(valid[b])
+            groups = components((adj[b, :size, :size] != 0).detach().cpu().numpy())
             raise ValueError(
                 f"the SC graph of subject {b} is disconnected ({describe_components(groups)}): "
                 "its Laplacian is singular and energies across components are undefined. "
                 "Connect it, or pass allow_disconnected=True to ground each component on its own"
             )
-        for c, group in enumerate(groups):
-            labels[b, group] = c
-        labels[b, valid:] = np.arange(len(groups), len(groups) + n - valid)
-    onehot = torch.nn.functional.one_hot(torch.from_numpy(labels), n).to(adj.dtype)
-    onehot = onehot / onehot.sum(-2, keepdim=True).clamp_min(1).sqrt()
-    proj = (onehot @ onehot.transpose(-1, -2)).to(adj.device)
+    proj = same.to(adj.dtype) / same.sum(-1, keepdim=True).to(adj.dtype)
     return proj[0] if squeeze else proj
 
 
@@ -100,6 +113,78 @@ def grounded_inverse(
     """
     eye = torch.eye(laplacian.shape[-1], dtype=laplacian.dtype, device=laplacian.device)
     return torch.linalg.inv(laplacian + projector + delta * eye) - projector / (1.0 + delta)
+
+
+def check_number(name: str, value: float, *, low: float = 0.0, strict: bool = False) -> None:
+    """Raise unless ``value`` is a finite number ``> low`` (``strict``) or ``>= low``."""
+    ok = math.isfinite(value) and (value > low if strict else value >= low)
+    if not ok:
+        bound = f"> {low:g}" if strict else f">= {low:g}"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+
+
+def check_connectome(sc: torch.Tensor, fc: torch.Tensor) -> None:
+    """The torch-side checks of every entry point: ``sc``/``fc`` square of one shape and dtype,
+    at least 2 regions, finite, ``sc`` non-negative and symmetric, ``fc`` in [-1, 1]."""
+    if sc.dim() < 2 or sc.shape[-1] != sc.shape[-2] or fc.shape != sc.shape:
+        raise ValueError(
+            f"sc and fc must be square and of one shape, got {tuple(sc.shape)} and {tuple(fc.shape)}"
+        )
+    if sc.shape[-1] < 2:
+        raise ValueError(f"sc and fc need at least 2 regions, got N = {sc.shape[-1]}")
+    sc, fc = sc.detach(), fc.detach()
+    if sc.dtype != fc.dtype or not sc.is_floating_point():
+        raise ValueError(
+            f"sc and fc must share one floating dtype, got {sc.dtype} and {fc.dtype}; cast both "
+            "(e.g. .double()) first"
+        )
+    if not (torch.isfinite(sc).all() and torch.isfinite(fc).all()):
+        raise ValueError("sc or fc has a non-finite entry (NaN FC: a constant time series?)")
+    if (sc < 0).any():
+        raise ValueError(
+            f"sc must be non-negative, got min {float(sc.min()):.4g}; preprocess_sc clips it"
+        )
+    gap = float((sc - sc.transpose(-1, -2)).abs().max())
+    if gap > 1e-6 * max(float(sc.abs().max()), 1.0):
+        raise ValueError(
+            f"sc must be symmetric (largest |S - S^T| is {gap:.4g}); "
+            "preprocess_sc(..., symmetrize=True) averages S and S^T"
+        )
+    if float(fc.abs().max()) > 1 + 1e-6:
+        raise ValueError(
+            f"fc must be a correlation matrix in [-1, 1], got max |F| = {float(fc.abs().max()):.4g}"
+        )
+
+
+def _check_edge_index(edges: torch.Tensor, num_nodes: int, count: int) -> None:
+    if edges.shape != (2, count) or edges.dtype not in (torch.int64, torch.int32):
+        raise ValueError(
+            f"edge_index must be [2, E] with E = {count} (one conductance per edge), of an "
+            f"integer dtype, got {edges.dtype} {tuple(edges.shape)}"
+        )
+    if count == 0:
+        raise ValueError("the SC graph has no edge (after thresholding?): nothing to route over")
+    if int(edges.min()) < 0 or int(edges.max()) >= num_nodes:
+        raise ValueError(
+            f"edge_index must lie in [0, {num_nodes - 1}], got range "
+            f"[{int(edges.min())}, {int(edges.max())}]"
+        )
+    loops = torch.nonzero(edges[0] == edges[1]).flatten()
+    if loops.numel():
+        raise ValueError(f"edge_index has a self-loop at column {int(loops[0])}: no current flows")
+    low, high = torch.minimum(edges[0], edges[1]), torch.maximum(edges[0], edges[1])
+    if torch.unique(low * num_nodes + high).numel() != count:
+        raise ValueError("edge_index lists an edge twice (as (u, v) or (v, u)); list it once")
+
+
+def check_solver_dtype(solver: Solver, dtype: torch.dtype) -> None:
+    """float32 goes only through the grounded form: the double solve's ``L_g + δI`` has condition
+    ``≈ λ_max / δ``, beyond float32's ``1/ε`` on dense SC (spec section 2.8)."""
+    if solver == "solve" and dtype != torch.float64:
+        raise ValueError(
+            f"solver='solve' (the official double solve) is for float64 audits, got {dtype}: "
+            "use solver='pinv' or 'auto' (the grounded form, float32-safe), or cast to float64"
+        )
 
 
 def _check_weights(weights: torch.Tensor, sc: torch.Tensor) -> None:
@@ -182,21 +267,16 @@ def flow_energy(
             f"flow_energy needs float32 or float64 conductances, got {conductance.dtype} "
             "(Laplacian inverses are not reliable in half precision; AFRNet upcasts for you)"
         )
-    if sc.shape[-1] != sc.shape[-2] or fc.shape != sc.shape:
-        raise ValueError(
-            f"sc and fc must be square and of one shape, got {sc.shape} and {fc.shape}"
-        )
-    if delta < 0 or ridge < 0:
-        raise ValueError(f"delta and ridge must be >= 0, got {delta} and {ridge}")
+    check_connectome(sc, fc)
+    check_solver_dtype(solver, conductance.dtype)
+    check_number("delta", delta)
+    check_number("ridge", ridge)
+    check_number("scale", scale, strict=True)
     if conductance.dim() == 1:
         if sc.dim() != 2:
             raise ValueError("a 1-D conductance [E] belongs to one [N, N] subject")
         edges = sc_edges(sc) if edge_index is None else edge_index
-        if edges.shape != (2, conductance.shape[0]):
-            raise ValueError(
-                f"edge_index must be [2, E] with E = {conductance.shape[0]} (one conductance per "
-                f"edge), got {tuple(edges.shape)}"
-            )
+        _check_edge_index(edges, sc.shape[-1], conductance.shape[0])
         if not torch.isfinite(conductance).all() or (conductance <= 0).any():
             raise ValueError("conductance must be finite and > 0 on every edge (g = exp(a))")
         dense = torch.zeros(sc.shape, dtype=conductance.dtype, device=conductance.device)
@@ -249,11 +329,30 @@ def _dense_energy(
 def effective_resistance(weights: torch.Tensor, *, laplacian: bool = False) -> torch.Tensor:
     """``R_ij = (e_i - e_j)ᵀ L⁺ (e_i - e_j)`` of a conductance matrix (or of a Laplacian with
     ``laplacian=True``), batched; raises on a disconnected graph (infinite resistance)."""
+    if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2] or weights.shape[-1] < 2:
+        raise ValueError(
+            f"weights must be square [.., N, N] with N >= 2, got {tuple(weights.shape)}"
+        )
+    if not torch.isfinite(weights).all():
+        raise ValueError("weights has a non-finite entry")
     lap = weights if laplacian else conductance_laplacian(weights)
-    adj = -lap * (1 - torch.eye(lap.shape[-1], dtype=lap.dtype, device=lap.device))
-    inv = grounded_inverse(lap, null_projector(adj).to(lap.dtype), 0.0)
+    off = -lap * (1 - torch.eye(lap.shape[-1], dtype=lap.dtype, device=lap.device))
+    if (off < 0).any():
+        what = (
+            "off-diagonal Laplacian entries must be <= 0" if laplacian else "weights must be >= 0"
+        )
+        raise ValueError(f"{what} (conductances), got {float(off.min()):.4g}")
+    if float((lap - lap.transpose(-1, -2)).abs().max()) > 1e-6 * float(lap.abs().max()):
+        raise ValueError("the conductance matrix (or Laplacian) must be symmetric")
+    inv = grounded_inverse(lap, null_projector(off).to(lap.dtype), 0.0)
     diag = torch.diagonal(inv, dim1=-2, dim2=-1)
     return diag[..., :, None] + diag[..., None, :] - inv - inv.transpose(-1, -2)
+
+
+def check_mask_params(tau: float, lambda_cost: float) -> None:
+    """``tau`` (mask sharpness) finite and > 0, ``lambda_cost`` (SC cost weight) finite and >= 0."""
+    check_number("tau", tau, strict=True)
+    check_number("lambda_cost (budget_lambda)", lambda_cost)
 
 
 def _segment_minmax(x: torch.Tensor, batch: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -293,6 +392,18 @@ def routing_mask(
         raise ValueError("routing_mask got zero edges: the SC graph has no edge left")
     if batch is not None and batch.shape != energy.shape:
         raise ValueError(f"batch must give one subject per edge, got shape {tuple(batch.shape)}")
-    e_hat = _segment_minmax(torch.log(energy + eps), batch, eps)
+    check_mask_params(tau, lambda_cost)
+    check_number("eps", eps, strict=True)
+    if not (torch.isfinite(energy).all() and torch.isfinite(s_edge).all()):
+        raise ValueError("energy or s_edge has a non-finite entry (a NaN energy: check the SC/FC)")
+    # Flow energies are >= 0; a float32 solve may leave round-off below 0, never more.
+    e_d, s_d = energy.detach(), s_edge.detach()
+    low, high, s_low = float(e_d.min()), float(e_d.abs().max()), float(s_d.min())
+    if low < -(eps + 1e-4 * high) or s_low < 0:
+        raise ValueError(
+            "energy and s_edge must be >= 0 (flow energies and SC weights), got min "
+            f"{low:.4g} and {s_low:.4g}"
+        )
+    e_hat = _segment_minmax(torch.log(energy.clamp_min(0) + eps), batch, eps)
     c_hat = _segment_minmax(-torch.log(s_edge + eps), batch, eps)
     return torch.sigmoid(tau * (e_hat - lambda_cost * c_hat - threshold))

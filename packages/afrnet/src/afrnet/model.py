@@ -15,7 +15,16 @@ from torch import nn
 
 from afrnet.encoder import GraphormerNodeEncoder
 from afrnet.features import GraphFeatures, batch_features
-from afrnet.functional import SOLVERS, Solver, _dense_energy, routing_mask
+from afrnet.functional import (
+    SOLVERS,
+    Solver,
+    _dense_energy,
+    check_connectome,
+    check_mask_params,
+    check_number,
+    check_solver_dtype,
+    routing_mask,
+)
 
 ATTN_EPS = 1e-9  # log(m + eps) of the official attention bias
 
@@ -83,7 +92,11 @@ class PredictionHead(nn.Module):
 
 
 def _check_batch(
-    sc: torch.Tensor, fc: torch.Tensor, num_nodes: int, node_mask: torch.Tensor | None
+    sc: torch.Tensor,
+    fc: torch.Tensor,
+    num_nodes: int,
+    node_mask: torch.Tensor | None,
+    dtype: torch.dtype,
 ) -> None:
     if sc.dim() != 3 or sc.shape[-1] != sc.shape[-2] or fc.shape != sc.shape:
         raise ValueError(
@@ -94,16 +107,12 @@ def _check_batch(
             f"the model was built for N = {num_nodes} regions, got N = {sc.shape[-1]}; pad smaller "
             "subjects to N with zeros and pass node_mask (ConnectomeDataset does)"
         )
-    if not (torch.isfinite(sc).all() and torch.isfinite(fc).all()):
-        raise ValueError("sc or fc has a non-finite entry (NaN FC: a constant time series?)")
-    if (sc < 0).any():
-        raise ValueError("sc must be non-negative")
-    if (sc - sc.transpose(-1, -2)).abs().max() > 1e-6 * max(float(sc.abs().max()), 1.0):
+    if sc.dtype != dtype or fc.dtype != dtype:
         raise ValueError(
-            "sc must be symmetric; preprocess_sc(..., symmetrize=True) averages S and S^T"
+            f"the model is {dtype}, got sc {sc.dtype} and fc {fc.dtype}: cast the inputs "
+            f"(.to({dtype})) or the model"
         )
-    if fc.abs().max() > 1 + 1e-6:
-        raise ValueError(f"fc must lie in [-1, 1], got max |F| = {float(fc.abs().max()):.4g}")
+    check_connectome(sc, fc)
     if node_mask is not None:
         if node_mask.shape != sc.shape[:2] or node_mask.dtype != torch.bool:
             raise ValueError(
@@ -158,6 +167,9 @@ class AFRNet(nn.Module):
             raise ValueError(f"num_classes must be >= 2 for classification, got {num_classes}")
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+        check_mask_params(tau, lambda_cost)
+        check_number("delta", delta)
+        check_number("energy_scale", energy_scale, strict=True)
         self.num_nodes = num_nodes
         self.nhead = nhead
         self.task = task
@@ -214,6 +226,7 @@ class AFRNet(nn.Module):
         bi, u, v = flat
         if g.dtype not in (torch.float32, torch.float64):
             g = g.float()  # a half-precision model still inverts its Laplacians in float32
+        check_solver_dtype(self.solver, g.dtype)
         weights = sc.new_zeros(sc.shape, dtype=g.dtype).index_put((bi, u, v), g)
         weights = weights + weights.transpose(-1, -2)
         energy = _dense_energy(
@@ -234,7 +247,9 @@ class AFRNet(nn.Module):
         if sc.dim() == 2:
             sc, fc = sc[None], fc[None]
             node_mask = None if node_mask is None else node_mask[None]
-        _check_batch(sc, fc, self.num_nodes, node_mask)
+        _check_batch(sc, fc, self.num_nodes, node_mask, self.threshold.dtype)
+        lam = self.lambda_cost if budget_lambda is None else budget_lambda
+        check_mask_params(self.tau, lam)
         if features is None:
             features = batch_features(
                 sc, node_mask, max_dist=self.max_dist, max_path_len=self.max_path_len
@@ -250,7 +265,6 @@ class AFRNet(nn.Module):
         bi, u, v = flat
         s_e, f_e = sc[bi, u, v], fc[bi, u, v]
         g = torch.exp(self.edge_gate(h[bi, u], h[bi, v], s_e, f_e))
-        lam = self.lambda_cost if budget_lambda is None else budget_lambda
         if self.use_routing:
             energy = self.edge_energy(sc, fc, flat, g, node_mask)
             mask = routing_mask(
