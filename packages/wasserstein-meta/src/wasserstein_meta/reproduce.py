@@ -11,7 +11,8 @@ bound of the seed-level paired difference against a margin δ of the baseline): 
 Wasserstein ≤ Euclidean under shift, the latter per mode (dual, primal, dual started at â(0) = 0),
 also on a bimodal wind law with small M (``--full``). A flight that diverged makes its claim not held.
 λ = 1 is fixed for the Wasserstein law: the Euclidean law has no such scalar gain (Γ is meta-learned
-for both). Negative controls run through the same rules and must read not held (see ``run``).
+for both). Negative controls run through the same rules and must read not held
+(``_pfar_controls``).
 """
 
 from __future__ import annotations
@@ -197,8 +198,10 @@ def _evaluate(ctrl, refs, winds, budget: Budget | PVTOLBudget) -> dict[str, Any]
 
 
 def _geometry(ctrl) -> dict[str, float]:
-    """ε, λ, the Hessian's eigenvalue ratio where flights start, and the effective gain: the mean
-    eigenvalue of Γ/λ (Γ for the Euclidean law, whose P = 1)."""
+    """ε, λ, the Hessian's eigenvalue ratio at ``centre_point`` (ζ = 0 for the centred dual, where
+    its flights start, not where ``zero_start`` starts them; the atoms' barycentre for the primal,
+    whose flights start at â = 0), and the effective gain: the mean eigenvalue of Γ/λ (Γ for the
+    Euclidean law, whose P = 1)."""
     pot = ctrl.potential
     with torch.no_grad():
         gain = float(torch.linalg.eigvalsh(ctrl.gains.Gamma).mean())
