@@ -125,7 +125,9 @@ def sample_spectrum(taps: torch.Tensor, n: int) -> torch.Tensor:
     its two ends.
     """
     if not taps.is_complex() or taps.dim() != 2:
-        raise ValueError(f"taps must be a complex (d, K) tensor, got {taps.dtype} {tuple(taps.shape)}")
+        raise ValueError(
+            f"taps must be a complex (d, K) tensor, got {taps.dtype} {tuple(taps.shape)}"
+        )
     knots = taps.shape[-1]
     if knots < 2:
         raise ValueError(f"taps needs K >= 2 knots (DC and Nyquist), got {knots}")
