@@ -1,5 +1,6 @@
 """Spec section 8: bad input gets a clear error at the boundary (and the tokenizer's rules)."""
 
+import re
 import warnings
 
 import pytest
@@ -158,7 +159,39 @@ def test_config_sizes_are_checked_at_construction():
         SPUConfig(dpl_max_len=0)
     with pytest.raises(ValueError, match="lpl_kernel must be >= 1, got 0"):
         SPUConfig(lpl_kernel=0)
-    with pytest.raises(ValueError, match="dpl_filter_taps must be >= 2, got 1"):
+    with pytest.raises(ValueError, match=r"dpl_filter_taps must be an int >= 2 .*got 1$"):
         SPUConfig(dpl_filter_taps=1)
-    with pytest.raises(ValueError, match="filter_taps must be >= 2"):
-        DomainPlasticity(4, filter_taps=1)
+    with pytest.raises(ValueError, match=r"dpl_filter_taps must be an int >= 2 .*got 2.5$"):
+        SPUConfig(dpl_filter_taps=2.5)
+
+
+@pytest.mark.parametrize("taps", [1, 2.5, "64", True])
+def test_filter_taps_must_be_an_int_of_at_least_two(taps):
+    with pytest.raises(ValueError, match=rf"filter_taps must be an int >= 2 .*got {taps!r}$"):
+        DomainPlasticity(4, filter_taps=taps)
+
+
+@pytest.mark.parametrize("n", [0, -4, 8.0])
+def test_sample_spectrum_needs_a_positive_int_grid(n):
+    with pytest.raises(ValueError, match=rf"n must be a positive int .*got {n!r}$"):
+        functional.sample_spectrum(torch.ones(1, 4, dtype=torch.complex64), n)
+
+
+def test_sample_spectrum_needs_complex_taps_with_two_knots():
+    with pytest.raises(
+        ValueError, match=r"taps must be a complex \(d, K\) tensor, got torch.float32"
+    ):
+        functional.sample_spectrum(torch.ones(1, 4), 8)
+    with pytest.raises(ValueError, match=r"needs K >= 2 knots .*got 1"):
+        functional.sample_spectrum(torch.ones(1, 1, dtype=torch.complex64), 8)
+
+
+@pytest.mark.parametrize("labels", [[0, 5], [-1, 1], [0, 2]])
+def test_class_labels_outside_the_classes_are_named(labels):
+    model = SPUForSequenceClassification(
+        SPUConfig(d_model=16, n_layers=1, lpl_groups=4, dpl_max_len=32, dropout=0.0)
+    )
+    bad = sorted(v for v in labels if not 0 <= v < 2)
+    expected = r"labels must be class indices in \[0, 2\).*got " + re.escape(str(bad))
+    with pytest.raises(ValueError, match=expected):
+        model(input_ids=torch.randint(5, 9, (2, 16)), labels=torch.tensor(labels))

@@ -156,13 +156,33 @@ def test_filter_parameters_do_not_grow_with_max_len():
 
 
 def test_sample_spectrum_interpolates_between_knots():
-    taps = torch.tensor([[0.0, 2.0, 4.0 + 4.0j]], dtype=torch.complex128)
+    taps = torch.tensor([[0.0, 2.0 + 2.0j, 4.0]], dtype=torch.complex128)
     # an 8-point grid has 5 bins over the same 0..Nyquist range: knots at bins 0, 2, 4
-    expected = torch.tensor([[0.0, 1.0, 2.0, 3.0 + 2.0j, 4.0 + 4.0j]], dtype=torch.complex128)
+    expected = torch.tensor(
+        [[0.0, 1.0 + 1.0j, 2.0 + 2.0j, 3.0 + 1.0j, 4.0]], dtype=torch.complex128
+    )
     torch.testing.assert_close(sample_spectrum(taps, 8), expected)
     # odd grids stop short of Nyquist: 5 points sample frequencies 0, 0.4, 0.8 of Nyquist
-    odd = torch.tensor([[0.0, 1.6, 3.2 + 2.4j]], dtype=torch.complex128)
+    odd = torch.tensor([[0.0, 1.6 + 1.6j, 3.2 + 0.8j]], dtype=torch.complex128)
     torch.testing.assert_close(sample_spectrum(taps, 5), odd)
+
+
+@pytest.mark.parametrize("n", [8, 9, 256])
+def test_imaginary_parts_at_dc_and_nyquist_knots_are_zeroed_not_interpolated(n):
+    # a real kernel's response is real at DC and Nyquist; imaginary parts stored at those knots must
+    # not leak into the neighbouring bins, which irfft does read
+    ends = torch.zeros(1, 5, dtype=torch.complex128)
+    ends[0, 0], ends[0, -1] = 3j, -2j
+    torch.testing.assert_close(
+        sample_spectrum(ends, n), torch.zeros(1, n // 2 + 1, dtype=ends.dtype)
+    )
+    # so a filter differing from another only there gives the same convolution
+    taps = torch.randn(1, 5, dtype=torch.complex128)
+    x = torch.randn(1, n // 2, 1, dtype=torch.float64)
+    torch.testing.assert_close(
+        fft_conv(x, sample_spectrum(taps + ends, 2 * n), 2 * n),
+        fft_conv(x, sample_spectrum(taps, 2 * n), 2 * n),
+    )
 
 
 def test_circular_dpl_samples_the_same_response_at_every_length():

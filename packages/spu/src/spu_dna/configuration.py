@@ -6,6 +6,7 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from spu_dna.functional import check_filter_taps
 from spu_dna.layers import EXTRAPOLATIONS, FUSIONS, PADS, SPL_MODES
 
 __all__ = ["SPUConfig"]
@@ -40,7 +41,7 @@ class SPUConfig(PretrainedConfig):
         dpl_time_kernel: int = 5,
         dpl_max_len: int = 1024,
         dpl_filter: str = "global",
-        dpl_filter_taps: int = 64,
+        dpl_filter_taps: int = 128,
         dpl_pad: str = "linear",
         dpl_fusion: str = "gate",
         length_extrapolation: str = "error",
@@ -74,7 +75,6 @@ class SPUConfig(PretrainedConfig):
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         for name, size, low in (
             ("dpl_max_len", dpl_max_len, 1), ("lpl_kernel", lpl_kernel, 1),
-            ("dpl_filter_taps", dpl_filter_taps, 2),
         ):  # fmt: skip
             if size < low:
                 raise ValueError(f"{name} must be >= {low}, got {size}")
@@ -89,7 +89,7 @@ class SPUConfig(PretrainedConfig):
             dpl_max_len,
             dpl_filter,
         )
-        self.dpl_filter_taps = dpl_filter_taps
+        self.dpl_filter_taps = check_filter_taps(dpl_filter_taps, "dpl_filter_taps")
         self.dpl_pad, self.dpl_fusion = dpl_pad, dpl_fusion
         self.length_extrapolation = length_extrapolation
         self.spl_mode, self.spl_reduction = spl_mode, spl_reduction

@@ -113,8 +113,12 @@ def run_one(
 def time_scaling(name: str, short: int, long: int, batch: int, repeats: int) -> dict[str, Any]:
     """Forward + backward of one model ``name`` at ``long`` against ``short`` tokens, interleaved
     (:func:`shared_core.bench.compare`): the median ratio time(long)/time(short) and its quartiles."""
-    torch.manual_seed(0)
-    model = build(name, long)
+    # One model per length, each built for its own length (same seed, so the same weights): a model
+    # built for ``long`` would refit its global filter to ``short`` on every call (``fit_filter``).
+    models = {}
+    for length in (short, long):
+        torch.manual_seed(0)
+        models[length] = build(name, length)
     data = {
         length: (torch.randint(5, 9, (batch, length)), torch.randint(0, 2, (batch,)))
         for length in (short, long)
@@ -122,7 +126,7 @@ def time_scaling(name: str, short: int, long: int, batch: int, repeats: int) -> 
 
     def step(length: int) -> Callable[[], None]:
         ids, labels = data[length]
-        return lambda: model(input_ids=ids, labels=labels).loss.backward()
+        return lambda: models[length](input_ids=ids, labels=labels).loss.backward()
 
     result = compare(
         step(long), step(short), name=f"L={long}", baseline_name=f"L={short}",

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 __all__ = [
     "channel_saliency",
+    "check_filter_taps",
     "check_kernel_shape",
     "check_mask",
     "fft_conv",
@@ -33,6 +34,13 @@ def check_kernel_shape(x: torch.Tensor, kernels: torch.Tensor) -> None:
             f"kernels {tuple(kernels.shape)} must be (batch, length, groups, k) = ({b}, {length}, G, k) "
             f"with d={d} divisible by G"
         )
+
+
+def check_filter_taps(taps: object, name: str = "filter_taps") -> int:
+    """``taps`` if it is an int >= 2 (the global filter's knots: DC and Nyquist at least), else raise."""
+    if isinstance(taps, bool) or not isinstance(taps, int) or taps < 2:
+        raise ValueError(f"{name} must be an int >= 2 (DC and Nyquist), got {taps!r}")
+    return taps
 
 
 def token_conv_reference(x: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
@@ -88,8 +96,10 @@ def fft_conv(x: torch.Tensor, spectrum: torch.Tensor, n: int) -> torch.Tensor:
 
     ``spectrum``: complex ``(d, n // 2 + 1)``. With ``n >= 2L`` this is the linear convolution of ``x``
     with the kernel ``irfft(spectrum, n)`` (negative lags at the end of that kernel); with ``n == L``
-    it is circular. The imaginary parts of the DC and Nyquist bins are dropped (the output is real:
-    ``irfft`` reads only the Hermitian half). Half-precision input runs in float32 and is cast back.
+    it is circular. The output is real: for even ``n`` ``irfft`` ignores the imaginary parts of the
+    DC and Nyquist bins of the product (of the DC bin only for odd ``n``), so a ``spectrum`` with
+    imaginary parts there acts as if they were zero. :func:`sample_spectrum` zeroes them at its knots,
+    so nothing is dropped for the learned filter. Half-precision input runs in float32 and is cast back.
     """
     length = x.shape[1]
     if spectrum.shape[-1] != n // 2 + 1:
@@ -106,9 +116,26 @@ def sample_spectrum(taps: torch.Tensor, n: int) -> torch.Tensor:
     linearly interpolated at the ``n // 2 + 1`` rFFT frequencies ``2 pi j / n`` of an ``n``-point grid.
 
     The learned filter is thus one function of normalised frequency with ``K`` knots, whatever the
-    grid: its parameter count does not grow with the sequence length.
+    grid: its parameter count does not grow with the sequence length. The imaginary parts of the DC
+    and Nyquist knots are zeroed before interpolating: a real kernel's response is real at both, and
+    an imaginary part there would otherwise leak into the neighbouring bins that ``irfft`` does read.
+
+    The interpolated response is smooth over ``2 pi / (K - 1)``, so its kernel reaches about
+    ``+-(K - 1)`` lags (a sinc^2 window); a sequence needs ``K - 1 >= L`` for the filter to couple
+    its two ends.
     """
+    if not taps.is_complex() or taps.dim() != 2:
+        raise ValueError(
+            f"taps must be a complex (d, K) tensor, got {taps.dtype} {tuple(taps.shape)}"
+        )
     knots = taps.shape[-1]
+    if knots < 2:
+        raise ValueError(f"taps needs K >= 2 knots (DC and Nyquist), got {knots}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int (the FFT length), got {n!r}")
+    real_ends = torch.ones(knots, device=taps.device, dtype=taps.real.dtype)
+    real_ends[0] = real_ends[-1] = 0
+    taps = torch.complex(taps.real, taps.imag * real_ends)
     pos = torch.arange(n // 2 + 1, device=taps.device, dtype=taps.real.dtype) * (
         2 * (knots - 1) / n
     )

@@ -12,6 +12,7 @@ from torch import nn
 
 from spu_dna.functional import (
     channel_saliency,
+    check_filter_taps,
     check_mask,
     fft_conv,
     fft_size,
@@ -106,7 +107,7 @@ class DomainPlasticity(nn.Module):
         use_time: bool = True,
         use_freq: bool = True,
         length_extrapolation: str = "error",
-        filter_taps: int = 64,
+        filter_taps: int = 128,
     ) -> None:
         super().__init__()
         if not (use_time or use_freq):
@@ -123,8 +124,7 @@ class DomainPlasticity(nn.Module):
             )
             self.time_gate = nn.Linear(d_model, d_model)
         if use_freq:
-            if filter_taps < 2:
-                raise ValueError(f"filter_taps must be >= 2 (DC and Nyquist), got {filter_taps}")
+            filter_taps = check_filter_taps(filter_taps)
             # A random complex response of unit-order gain (a random global mixing at
             # initialisation), stored as (real, imag) pairs.
             self.filter = nn.Parameter(FILTER_INIT_STD * torch.randn(d_model, filter_taps, 2))
@@ -218,7 +218,7 @@ class SPUBlock(nn.Module):
         dpl_pad: str = "linear",
         dpl_fusion: str = "gate",
         length_extrapolation: str = "error",
-        dpl_filter_taps: int = 64,
+        dpl_filter_taps: int = 128,
         spl_mode: str = "residual",
         spl_reduction: int = 4,
         use_lpl: bool = True,

@@ -259,6 +259,16 @@ def _merge_saliency(passes: list) -> Saliency:
     return saliency or None
 
 
+def _check_class_labels(labels: torch.Tensor, num_labels: int) -> None:
+    """Raise unless every label is a class index in ``[0, num_labels)`` (or -100, ignored)."""
+    bad = labels[((labels < 0) | (labels >= num_labels)) & (labels != -100)]
+    if bad.numel():
+        raise ValueError(
+            f"labels must be class indices in [0, {num_labels}) (or -100 to ignore), got "
+            f"{sorted(set(bad.unique().tolist()))}"
+        )
+
+
 class SPUForSequenceClassification(SPUPreTrainedModel):
     """Pooled SPU features and a linear head; ``num_labels == 1`` regresses (MSE), else cross-entropy."""
 
@@ -296,6 +306,7 @@ class SPUForSequenceClassification(SPUPreTrainedModel):
             if self.num_labels == 1:
                 loss = nn.functional.mse_loss(logit.squeeze(-1), labels.to(logit.dtype))
             else:
+                _check_class_labels(labels, self.num_labels)
                 loss = nn.functional.cross_entropy(logit, labels)
         return SPUSequenceClassifierOutput(
             loss=loss,

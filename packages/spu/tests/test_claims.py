@@ -1,0 +1,149 @@
+"""The claim rules of the reproduction on hand-made results: each control and threshold can fail."""
+
+import pytest
+import spu_dna.reproduce as reproduce
+from spu_dna.data.synthetic import bag_of_motifs_ceiling
+from spu_dna.experiments import MODELS, TASKS
+
+from shared_core.report import Report
+
+N = 512  # test sequences per task, as in --quick
+
+
+def _cell(accuracy, auroc=None, seeds=1):
+    accs = [accuracy] * seeds
+    se = reproduce._se(accs, [reproduce._var(a) for a in accs], N)
+    auroc = accuracy if auroc is None else auroc
+    return {"accuracy": accuracy, "accuracies": accs, "se": se, "auroc": auroc, "n": N}
+
+
+def _results(default=0.5, **cells):
+    """Every model at ``default`` accuracy on every task, overridden by ``cells[(model, task)]``;
+    keys are ``"<model>|<task>"`` strings with spaces allowed."""
+    results = {m: {t: _cell(default) for t in TASKS} for m in MODELS}
+    for key, value in cells.items():
+        model, task = key.split("|")
+        results[model][task] = value if isinstance(value, dict) else _cell(value)
+    return results
+
+
+def _all_tasks(model, accuracy, auroc=None):
+    return {f"{model}|{t}": _cell(accuracy, auroc) for t in TASKS}
+
+
+def _claims(tmp_path, fill, *args):
+    report = Report("spu-dna", "test", tmp_path)
+    fill(report, *args)
+    return {c.name: c for c in report.claims}
+
+
+def _versus(claims, name):
+    (claim,) = [c for n, c in claims.items() if n.startswith(f"full SPU >= {name} ")]
+    return claim
+
+
+def test_spu_at_chance_holds_no_comparison(tmp_path):
+    claims = _claims(tmp_path, reproduce._claims_accuracy, _results())
+    assert len(claims) == 4
+    for claim in claims.values():
+        assert claim.held is False
+        assert "SPU is not above chance" in claim.note
+
+
+def test_a_baseline_that_learned_nothing_is_not_tested(tmp_path):
+    results = _results(**_all_tasks("SPU", 0.8), **_all_tasks("CNN", 0.7, auroc=0.75))
+    claims = _claims(tmp_path, reproduce._claims_accuracy, results)
+    assert _versus(claims, "CNN").held is True
+    transformer = _versus(claims, "Transformer")  # at chance: accuracy and AUROC 0.5
+    assert transformer.held is False
+    assert "Transformer learned nothing" in transformer.note
+    # just above 0.5 + 2 s.e. of the AUROC counts as learned
+    se = reproduce.auroc_null_se(N) / 3**0.5
+    results = _results(**_all_tasks("SPU", 0.8), **_all_tasks("Transformer", 0.5, 0.5 + 2.2 * se))
+    assert _versus(_claims(tmp_path, reproduce._claims_accuracy, results), "Transformer").held
+    results = _results(**_all_tasks("SPU", 0.8), **_all_tasks("Transformer", 0.5, 0.5 + 1.8 * se))
+    assert not _versus(_claims(tmp_path, reproduce._claims_accuracy, results), "Transformer").held
+
+
+def test_comparison_tolerance_is_two_standard_errors_in_the_baselines_favour(tmp_path):
+    def versus_mamba(mamba):
+        results = _results(**_all_tasks("SPU", 0.8), **_all_tasks("Mamba", mamba))
+        return _versus(_claims(tmp_path, reproduce._claims_accuracy, results), "Mamba")
+
+    _, se = reproduce._paired(
+        _results(**_all_tasks("SPU", 0.8), **_all_tasks("Mamba", 0.82)), "SPU", "Mamba", list(TASKS)
+    )
+    close = versus_mamba(0.82)  # a lead of 0.02 < 2 s.e. (about 0.03)
+    assert 2 * se > 0.02
+    assert close.held is True and close.tolerance == pytest.approx(2 * se)
+    assert close.baseline == pytest.approx(0.82) and close.ours == pytest.approx(0.8)
+    assert "leads within noise: not refuted, and no support" in close.note
+    assert versus_mamba(0.8 + 3 * se).held is False  # a lead beyond 2 s.e.
+    assert "leads within noise" not in versus_mamba(0.75).note
+
+
+def _ablation(tmp_path, drops):
+    """SPU at 0.8 everywhere, ``SPU -DPL-freq`` lower by ``drops[task]``."""
+    results = _results(**_all_tasks("SPU", 0.8))
+    for task, drop in drops.items():
+        results["SPU -DPL-freq"][task] = _cell(0.8 - drop)
+    claims = _claims(tmp_path, reproduce._claim_ablation, results, "SPU -DPL-freq", "periodic")
+    (claim,) = claims.values()
+    return claim
+
+
+def test_ablation_drop_within_noise_is_not_held(tmp_path):
+    claim = _ablation(tmp_path, {"periodic": 0.03, "motif": 0.0, "long_range": 0.0})
+    assert claim.held is False
+    assert "within noise" in claim.note
+
+
+def test_ablation_held_only_when_the_drop_is_real_and_largest_there(tmp_path):
+    assert _ablation(tmp_path, {"periodic": 0.2, "motif": 0.05, "long_range": 0.0}).held is True
+    assert _ablation(tmp_path, {"periodic": 0.2, "motif": 0.25, "long_range": 0.0}).held is False
+
+
+def _long_range(tmp_path, best, cnn):
+    results = _results(**{"Hyena|long_range": best, "CNN|long_range": cnn})
+    return _claims(tmp_path, reproduce._claims_long_range, results)
+
+
+def test_cnn_claim_needs_some_model_above_the_ceiling(tmp_path):
+    ceiling = bag_of_motifs_ceiling()
+    claims = _long_range(tmp_path, ceiling, ceiling)  # nobody above the ceiling
+    control, cnn = claims.values()
+    assert control.held is False
+    assert cnn.held is False and "vacuous" in cnn.note
+
+
+def test_cnn_claim_held_at_the_ceiling_not_above_it(tmp_path):
+    ceiling = bag_of_motifs_ceiling()
+    control, cnn = _long_range(tmp_path, 0.95, ceiling).values()
+    assert control.held is True and cnn.held is True
+    _, cnn = _long_range(tmp_path, 0.95, min(ceiling + 0.15, 0.99)).values()
+    assert cnn.held is False
+
+
+@pytest.mark.parametrize(
+    ("spu", "attention", "held"),
+    [((2.0, 1.9, 2.1), (3.5, 3.4, 3.6), (True, True)),
+     ((3.0, 2.9, 3.1), (3.5, 3.4, 3.6), (False, True)),
+     # within the tolerance: ratio above 2.4 by less than 2 s.e. of its median
+     ((2.45, 2.2, 2.7), (2.5, 2.4, 2.6), (True, False))],
+)  # fmt: skip
+def test_scaling_claims_use_the_median_ratio_and_its_standard_error(
+    tmp_path, monkeypatch, spu, attention, held
+):
+    rows = {"SPU": spu, "Transformer": attention}
+
+    def fake(name, short, long, batch, repeats):
+        ratio, q25, q75 = rows[name]
+        return {"baseline_s": 1.0, "candidate_s": ratio, "ratio": ratio, "ratio_q25": q25,
+                "ratio_q75": q75, "repeats": repeats}  # fmt: skip
+
+    monkeypatch.setattr(reproduce, "time_scaling", fake)
+    settings = {"scaling_lengths": [4096, 8192], "scaling_batch": 2, "scaling_repeats": 9}
+    quasi, control = _claims(tmp_path, reproduce._claims_scaling, settings).values()
+    assert (quasi.held, control.held) == held
+    row = {"ratio_q25": spu[1], "ratio_q75": spu[2], "repeats": 9}
+    assert quasi.tolerance == pytest.approx(2 * reproduce.median_ratio_se(row))
