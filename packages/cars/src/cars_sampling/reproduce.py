@@ -47,7 +47,7 @@ from cars_sampling import (
     trie,
 )
 from cars_sampling.baselines import METHODS, sample_with
-from cars_sampling.constraints import DFAConstraint
+from cars_sampling.constraints import Constraint, DFAConstraint
 from cars_sampling.exact import (
     chi_square_pvalue,
     empirical,
@@ -489,7 +489,7 @@ def _xgrammar_run(seed: int, n: int) -> dict[str, Any]:
 
     tok = small_bpe_tokenizer()
     lm = ToyLM(len(tok), tok.eos_token_id, seed=seed, sharpness=0.5)
-    backends = {
+    backends: dict[str, Constraint] = {
         "xgrammar": XGrammarConstraint.from_grammar(XG_GRAMMAR, tok),
         "dfa": DFAConstraint.from_regex(XG_REGEX, tok),
     }
