@@ -570,13 +570,16 @@ def xgrammar_section(args: ReproduceArgs, report: Report) -> None:
         "is descriptive)",
         rows,
     )
+    settings = {"N": n, "grammar": XG_GRAMMAR, "max_new_tokens": XG_MAX_NEW_TOKENS}
+    _xgrammar_claims(report, runs, settings)
+
+
+def _xgrammar_claims(
+    report: Report, runs: Sequence[dict[str, Any]], settings: dict[str, Any]
+) -> None:
+    seeds = len(runs)
+    settings = {**settings, "seeds": seeds}
     floor_mean, floor_sd, tol = _floor(runs)
-    settings = {
-        "N": n,
-        "seeds": len(seeds),
-        "grammar": XG_GRAMMAR,
-        "max_new_tokens": XG_MAX_NEW_TOKENS,
-    }
     gap = max(r["enumeration_gap"] for r in runs)
     for name, label in (("xgrammar", "XGrammar-backed"), ("dfa", "control: DFA-backed")):
         tv = statistics.mean(r[name]["tv"] for r in runs)
@@ -591,7 +594,7 @@ def xgrammar_section(args: ReproduceArgs, report: Report) -> None:
             baseline_name="i.i.d. exact draws",
             tolerance=tol,
             held=abs(tv - floor_mean) <= tol and min(pvals) > 0.01,
-            samples=len(seeds),
+            samples=seeds,
             settings=settings,
             note=f"2 s.e. = {tol:.4f}; chi-square p per seed "
             + ", ".join(f"{p:.3g}" for p in pvals)
@@ -606,7 +609,7 @@ def xgrammar_section(args: ReproduceArgs, report: Report) -> None:
         direction="higher",
         baseline_name="i.i.d. exact draws",
         held=gcd_tv > floor_mean + 5 * floor_sd,
-        samples=len(seeds),
+        samples=seeds,
         settings=settings,
         note="held when GCD's TV exceeds the floor by more than 5 sd",
     )
@@ -617,7 +620,7 @@ def xgrammar_section(args: ReproduceArgs, report: Report) -> None:
         statistics.mean(r["dfa"]["lm_calls_per_valid"] for r in runs),
         direction="close",
         baseline_name="DFA backend",
-        samples=len(seeds),
+        samples=seeds,
         settings=settings,
         note="same masks and seed give the same draws: any gap is a mask disagreement",
     )
@@ -641,7 +644,7 @@ def run(args: ReproduceArgs, only: Sequence[str] = ()) -> Report:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--only", action="append", choices=list(SECTIONS), default=[])
     ns, rest = parser.parse_known_args(argv)
 
