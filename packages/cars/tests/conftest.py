@@ -39,26 +39,10 @@ def sparse_toy():
 def small_tokenizer():
     """A byte-level BPE (vocab 300) trained in memory on grammar-like text, with an EOS token."""
     pytest.importorskip("tokenizers")
-    transformers = pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    pytest.importorskip("transformers")
+    from cars_sampling.reproduce import small_bpe_tokenizer
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<|pad|>", "<|eos|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    corpus = ['{"name": "ab", "age": 12}', "(bvand x #x0f)", "SELECT a, b FROM t WHERE a = 3;"] * 50
-    tok.train_from_iterator(corpus, trainer=trainer)
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|eos|>",
-        pad_token="<|pad|>",
-        clean_up_tokenization_spaces=False,
-    )
+    return small_bpe_tokenizer()
 
 
 @pytest.fixture

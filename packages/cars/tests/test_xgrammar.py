@@ -90,3 +90,21 @@ def test_bad_grammars_and_vocabularies_raise(small_tokenizer):
         XGrammarConstraint.from_regex("a", small_tokenizer, vocab_size=10)
     with pytest.raises(ValueError, match="eos_token_ids"):
         XGrammarConstraint.from_regex("a", small_tokenizer, eos_token_ids=[10_000])
+
+
+def test_reproduce_xgrammar_section_smoke(tmp_path):
+    from cars_sampling.reproduce import main
+
+    from shared_core.report import Report
+
+    assert main(["--smoke", "--only", "xgrammar", "--out", str(tmp_path)]) == 0
+    report = Report.load(tmp_path)
+    assert [c.name.split(" CARS")[0] for c in report.claims] == [
+        "XGrammar-backed",
+        "control: DFA-backed",
+        "control: XGrammar-backed GCD is biased (the exactness criterion can fail here)",
+        "XGrammar-backed",
+    ]
+    (rows,) = report.tables.values()
+    assert [r["run"] for r in rows] == ["xgrammar", "dfa", "xgrammar gcd"]
+    assert rows[0]["valid strings"] > 20 and rows[0]["TV"] < 0.5
