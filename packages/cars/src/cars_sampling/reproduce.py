@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import statistics
 import sys
@@ -31,21 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from cars_sampling import (
-    baselines,
-    constraints,
-    exact,
-    grammar_lm,
-    grammars,
-    llguidance_backend,
-    lm,
-    mcmc,
-    regex,
-    sampler,
-    tempering,
-    transformers_lm,
-    trie,
-)
 from cars_sampling.baselines import METHODS, sample_with
 from cars_sampling.constraints import Constraint, DFAConstraint
 from cars_sampling.exact import (
@@ -82,19 +68,22 @@ MCMC_RUNS = tuple(r for r in METHODS if r.startswith("mcmc-"))
 # What the sampling runs execute: their checkpoints are keyed on these sources only, so adding a
 # baseline or a claim to this file does not recompute them.
 _SAMPLING_CODE: list[Any] = [
-    baselines,
-    constraints,
-    exact,
-    grammar_lm,
-    grammars,
-    llguidance_backend,
-    lm,
-    mcmc,
-    regex,
-    sampler,
-    tempering,
-    transformers_lm,
-    trie,
+    importlib.import_module(f"cars_sampling.{name}")
+    for name in (
+        "baselines",
+        "constraints",
+        "exact",
+        "grammar_lm",
+        "grammars",
+        "llguidance_backend",
+        "lm",
+        "mcmc",
+        "regex",
+        "sampler",
+        "tempering",
+        "transformers_lm",
+        "trie",
+    )
 ]
 
 
