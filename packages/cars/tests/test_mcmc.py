@@ -1,4 +1,9 @@
-"""The MCMC baselines: exact detailed balance by enumeration, GCD at zero steps, long chains exact."""
+"""The MCMC baselines: exact detailed balance by enumeration, GCD at zero steps, long chains exact.
+
+The kernel oracle below enumerates every valid string, the position each proposal picks and
+GCD's probability of each suffix, independently of ``mcmc.py``; only the acceptance function
+under test (or a mutant of it) is plugged in.
+"""
 
 import itertools
 import math
@@ -7,8 +12,10 @@ import pytest
 import torch
 from cars_sampling import exact_distribution, gcd_sample, sample_with, total_variation
 from cars_sampling.baselines import GCDRun
-from cars_sampling.exact import empirical
+from cars_sampling.exact import ExactDistribution, empirical
 from cars_sampling.mcmc import _log_accept, mcmc_sample
+
+PROPOSALS = ["prefix", "priority", "restart"]
 
 
 def gcd_run_of(lm, constraint, tokens, max_new_tokens):
@@ -16,14 +23,27 @@ def gcd_run_of(lm, constraint, tokens, max_new_tokens):
     eos = min(constraint.eos_token_ids)
     drawn = list(tokens) + ([eos] if len(tokens) < max_new_tokens else [])
     constraint.reset()
-    log_p, log_z = [], []
+    log_p, log_z, entropy = [], [], []
     for t, tok in enumerate(drawn):
         logp = lm.logprobs(drawn[:t]).double()
         mask = constraint.allowed_mask()
         log_p.append(float(logp[tok]))
         log_z.append(float(torch.logsumexp(logp[mask], 0)))
+        q = torch.softmax(logp[mask], 0)
+        entropy.append(float(torch.special.entr(q).sum()))
         assert constraint.advance(tok)
-    return GCDRun(list(tokens), log_p, log_z, True, 0)
+    return GCDRun(list(tokens), log_p, log_z, True, 0, entropy)
+
+
+def pick(run, proposal):
+    """The position law of a step from ``run``: ρ_i over its drawn tokens (stop included)."""
+    n = len(run.log_z)
+    if proposal == "restart":
+        return [1.0] + [0.0] * (n - 1)
+    if proposal == "prefix":
+        return [1 / n] * n
+    w = [math.exp(h) - 1 for h in run.entropy]
+    return [x / sum(w) for x in w]
 
 
 def kernel(runs, proposal, log_accept):
@@ -34,14 +54,23 @@ def kernel(runs, proposal, log_accept):
             (k for k, (x, y) in enumerate(zip(s, s2, strict=False)) if x != y),
             min(len(s), len(s2)),
         )
-        positions = [0] if proposal == "restart" else range(min(common, len(a.log_z) - 1) + 1)
+        rho = pick(a, proposal)
         total = 0.0
-        for i in positions:
-            pick = 1.0 if proposal == "restart" else 1 / len(a.log_z)
+        for i in range(min(common, len(a.log_z) - 1) + 1):  # the positions that keep s'[:i]
             q = math.exp(sum(b.log_p[i:]) - sum(b.log_z[i:]))
-            total += pick * q * math.exp(log_accept(a, b, i, proposal))
+            total += rho[i] * q * math.exp(log_accept(a, b, proposal))
         out[(s, s2)] = total
     return out
+
+
+def one_step_law(runs, k):
+    """The law of a chain after one step from a GCD start (GCD conditioned on a valid string)."""
+    start = {s: math.exp(sum(r.log_p) - sum(r.log_z)) for s, r in runs.items()}
+    z = sum(start.values())
+    law = {s: start[s] / z * (1 - sum(v for (a, _), v in k.items() if a == s)) for s in runs}
+    for (s, s2), v in k.items():
+        law[s2] += start[s] / z * v
+    return law
 
 
 def balance_error(probs, k):
@@ -50,7 +79,7 @@ def balance_error(probs, k):
     return max(abs(a - b) / max(a, b) for a, b in flows if max(a, b) > 0)
 
 
-@pytest.mark.parametrize("proposal", ["prefix", "restart"])
+@pytest.mark.parametrize("proposal", PROPOSALS)
 def test_the_exact_distribution_satisfies_detailed_balance(toy, proposal):
     lm, c, n = toy
     exact = exact_distribution(lm, c, max_new_tokens=n)
@@ -60,15 +89,51 @@ def test_the_exact_distribution_satisfies_detailed_balance(toy, proposal):
     assert max(sum(v for (s, _), v in k.items() if s == x) for x in runs) <= 1 + 1e-9
 
 
-def test_a_ratio_without_the_length_factor_breaks_detailed_balance(toy):
+def without_reverse_term(a, b, proposal):
+    """Mutant: P(s') q(s | s') / (P(s) q(s' | s)) without q(s | s'), the reverse proposal."""
+    from cars_sampling.mcmc import _log_propose
+
+    return min(0.0, b.logprob - a.logprob - _log_propose(a, b, proposal))
+
+
+@pytest.mark.parametrize(
+    ("proposal", "mutant"),
+    [
+        ("prefix", lambda a, b, _: _log_accept(a, b, "restart")),  # the length factor lost
+        ("priority", lambda a, b, _: _log_accept(a, b, "prefix")),  # uniform positions assumed
+        ("priority", without_reverse_term),
+    ],
+)
+def test_a_wrong_ratio_breaks_detailed_balance(toy, proposal, mutant):
     lm, c, n = toy
     exact = exact_distribution(lm, c, max_new_tokens=n)
     runs = {s: gcd_run_of(lm, c, s, n) for s in exact.probs}
-    k = kernel(runs, "prefix", lambda a, b, i, _: _log_accept(a, b, i, "restart"))
-    assert balance_error(exact.probs, k) > 1e-2
+    assert balance_error(exact.probs, kernel(runs, proposal, mutant)) > 1e-2
 
 
-@pytest.mark.parametrize("proposal", ["prefix", "restart"])
+def test_priority_never_redraws_a_forced_position(toy):
+    """The constraint forces 'b' after 'a' (H = 0): priority gives that position weight 0."""
+    from cars_sampling.mcmc import position_weights
+
+    lm, c, n = toy
+    run = gcd_run_of(lm, c, (0, 1, 2), n)  # "abc", stop
+    weights = position_weights(run, "priority")
+    assert weights[1] == 0 and (weights[[0, 2, 3]] > 0).all()
+    assert weights == pytest.approx([math.exp(h) - 1 for h in run.entropy], rel=1e-6)
+
+
+@pytest.mark.parametrize("proposal", PROPOSALS)
+def test_one_step_from_gcd_follows_the_enumerated_kernel(toy, chi_square, proposal):
+    """End to end: 3000 chains of one step against the oracle's law (start GCD, then K)."""
+    lm, c, n = toy
+    exact = exact_distribution(lm, c, max_new_tokens=n)
+    runs = {s: gcd_run_of(lm, c, s, n) for s in exact.probs}
+    law = one_step_law(runs, kernel(runs, proposal, _log_accept))
+    res = mcmc_sample(lm, c, n_samples=3000, steps=1, proposal=proposal, max_new_tokens=n, seed=5)
+    assert chi_square(res.token_ids, ExactDistribution(law, 1.0)) > 1e-3
+
+
+@pytest.mark.parametrize("proposal", PROPOSALS)
 def test_zero_steps_is_gcd_and_sample_with_runs_ten_steps(toy, proposal):
     lm, c, n = toy
     gcd = gcd_sample(lm, c, n_samples=200, max_new_tokens=n, seed=3)
@@ -81,7 +146,7 @@ def test_zero_steps_is_gcd_and_sample_with_runs_ten_steps(toy, proposal):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("proposal", ["prefix", "restart"])
+@pytest.mark.parametrize("proposal", PROPOSALS)
 def test_long_chains_pass_chi_square_and_ten_steps_reduce_the_bias(toy, chi_square, proposal):
     lm, c, n = toy
     exact = exact_distribution(lm, c, max_new_tokens=n)
@@ -129,6 +194,6 @@ def test_the_position_is_drawn_over_every_drawn_token_stop_included(toy, monkeyp
 def test_bad_arguments_raise(toy):
     lm, c, n = toy
     with pytest.raises(ValueError, match="proposal must be one of"):
-        mcmc_sample(lm, c, proposal="priority", max_new_tokens=n)
+        mcmc_sample(lm, c, proposal="entropy", max_new_tokens=n)
     with pytest.raises(ValueError, match="steps must be"):
         mcmc_sample(lm, c, steps=-1, max_new_tokens=n)

@@ -63,7 +63,7 @@ XG_RUNS = (
     ("dfa", "cars", "dfa"),
     ("xgrammar gcd", "gcd", "xgrammar"),
 )
-RUNS = METHODS  # the four styles, GCD, then the two MCMC baselines (10 steps per sample)
+RUNS = METHODS  # the four styles, GCD, then the three MCMC baselines (10 steps per sample)
 MCMC_RUNS = tuple(r for r in METHODS if r.startswith("mcmc-"))
 # What the sampling runs execute: their checkpoints are keyed on these sources only, so adding a
 # baseline or a claim to this file does not recompute them.
