@@ -122,6 +122,27 @@ def test_priority_never_redraws_a_forced_position(toy):
     assert weights == pytest.approx([math.exp(h) - 1 for h in run.entropy], rel=1e-6)
 
 
+def test_priority_draws_positions_in_proportion_to_exp_entropy_minus_one(toy, chi_square):
+    import numpy as np
+    from cars_sampling.mcmc import _pick_position
+
+    lm, c, n = toy
+    run = gcd_run_of(lm, c, (2, 0, 1, 2, 0), n)  # "cabca", stop: six positions
+    rng = np.random.default_rng(0)
+    picks = [(_pick_position(run, "priority", rng),) for _ in range(6000)]
+    law = {(i,): p for i, p in enumerate(pick(run, "priority")) if p > 0}
+    assert chi_square(picks, ExactDistribution(law, 1.0)) > 1e-3
+
+
+def test_a_string_with_every_position_forced_stays_without_a_gcd_run():
+    from cars_sampling import DFAConstraint, ToyLM
+
+    c = DFAConstraint.from_regex("ab", ["a", "b", "c", None], 3)
+    res = mcmc_sample(ToyLM(4, 3, seed=1), c, steps=3, proposal="priority", max_new_tokens=4)
+    assert res.token_ids == [[0, 1]] and res.n_attempts == 1
+    assert res.acceptance_history == [True, True, True]
+
+
 @pytest.mark.parametrize("proposal", PROPOSALS)
 def test_one_step_from_gcd_follows_the_enumerated_kernel(toy, chi_square, proposal):
     """End to end: 3000 chains of one step against the oracle's law (start GCD, then K)."""
