@@ -89,6 +89,36 @@ def test_the_exact_distribution_satisfies_detailed_balance(toy, proposal):
     assert max(sum(v for (s, _), v in k.items() if s == x) for x in runs) <= 1 + 1e-9
 
 
+@pytest.mark.parametrize("proposal", PROPOSALS)
+def test_the_summed_ratio_equals_the_ratio_at_the_drawn_position(toy, proposal):
+    """The weights and GCD factors before the common prefix are shared both ways, so the official
+    summed form reduces to W(s'[i:]) / W(s[i:]) · Σw(s) / Σw(s') for every admissible i."""
+    lm, c, n = toy
+    exact = exact_distribution(lm, c, max_new_tokens=n)
+    runs = {s: gcd_run_of(lm, c, s, n) for s in exact.probs}
+    checked = 0
+    for (s, a), (s2, b) in itertools.permutations(runs.items(), 2):
+        rho = pick(a, proposal)
+        pairs = enumerate(zip(s, s2, strict=False))
+        common = next((k for k, (x, y) in pairs if x != y), min(len(s), len(s2)))
+        for i in range(min(common, len(a.log_z) - 1) + 1):
+            if rho[i] == 0:
+                continue
+            w_a = sum(pick_weights(a, proposal))
+            w_b = sum(pick_weights(b, proposal))
+            at_i = sum(b.log_z[i:]) - sum(a.log_z[i:]) + math.log(w_a) - math.log(w_b)
+            assert _log_accept(a, b, proposal) == pytest.approx(min(0.0, at_i), abs=1e-9)
+            checked += 1
+    assert checked > 1000
+
+
+def pick_weights(run, proposal):
+    """Unnormalised position weights (the oracle's own, not mcmc.position_weights)."""
+    if proposal == "priority":
+        return [math.exp(h) - 1 for h in run.entropy]
+    return [1.0] * len(run.log_z) if proposal == "prefix" else [1.0]
+
+
 def without_reverse_term(a, b, proposal):
     """Mutant: P(s') q(s | s') / (P(s) q(s' | s)) without q(s | s'), the reverse proposal."""
     from cars_sampling.mcmc import _log_propose
