@@ -8,6 +8,7 @@ under test (or a mutant of it) is plugged in.
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 from cars_sampling import exact_distribution, gcd_sample, sample_with, total_variation
@@ -63,13 +64,17 @@ def kernel(runs, proposal, log_accept):
     return out
 
 
-def one_step_law(runs, k):
-    """The law of a chain after one step from a GCD start (GCD conditioned on a valid string)."""
+def step_law(runs, k, steps=1):
+    """The law of a chain after ``steps`` steps from a GCD start (GCD conditioned on a valid
+    string): the start law pushed through the kernel ``steps`` times."""
     start = {s: math.exp(sum(r.log_p) - sum(r.log_z)) for s, r in runs.items()}
     z = sum(start.values())
-    law = {s: start[s] / z * (1 - sum(v for (a, _), v in k.items() if a == s)) for s in runs}
-    for (s, s2), v in k.items():
-        law[s2] += start[s] / z * v
+    law = {s: v / z for s, v in start.items()}
+    for _ in range(steps):
+        nxt = {s: law[s] * (1 - sum(v for (a, _), v in k.items() if a == s)) for s in runs}
+        for (s, s2), v in k.items():
+            nxt[s2] += law[s] * v
+        law = nxt
     return law
 
 
@@ -153,7 +158,6 @@ def test_priority_never_redraws_a_forced_position(toy):
 
 
 def test_priority_draws_positions_in_proportion_to_exp_entropy_minus_one(toy, chi_square):
-    import numpy as np
     from cars_sampling.mcmc import _pick_position
 
     lm, c, n = toy
@@ -179,9 +183,42 @@ def test_one_step_from_gcd_follows_the_enumerated_kernel(toy, chi_square, propos
     lm, c, n = toy
     exact = exact_distribution(lm, c, max_new_tokens=n)
     runs = {s: gcd_run_of(lm, c, s, n) for s in exact.probs}
-    law = one_step_law(runs, kernel(runs, proposal, _log_accept))
+    law = step_law(runs, kernel(runs, proposal, _log_accept))
     res = mcmc_sample(lm, c, n_samples=3000, steps=1, proposal=proposal, max_new_tokens=n, seed=5)
     assert chi_square(res.token_ids, ExactDistribution(law, 1.0)) > 1e-3
+
+
+@pytest.mark.slow  # 12 s; the fast guard of the carried entropies is the spy test below
+def test_three_priority_steps_follow_the_enumerated_kernel_three_times(toy, chi_square):
+    """Steps after the first weigh positions by the entropies the chain carried over from the
+    states before (the kept prefix's): 4000 chains of three steps against K applied three times."""
+    lm, c, n = toy
+    exact = exact_distribution(lm, c, max_new_tokens=n)
+    runs = {s: gcd_run_of(lm, c, s, n) for s in exact.probs}
+    law = step_law(runs, kernel(runs, "priority", _log_accept), steps=3)
+    res = mcmc_sample(lm, c, n_samples=4000, steps=3, proposal="priority", max_new_tokens=n, seed=7)
+    assert chi_square(res.token_ids, ExactDistribution(law, 1.0)) > 1e-3
+
+
+def test_priority_states_carry_their_entropies_across_steps(toy, monkeypatch):
+    """Every state the acceptance sees (kept prefix + redrawn suffix) has one entropy per drawn
+    position, equal to a fresh replay of its string's; spied on the chain's acceptance calls."""
+    from cars_sampling import mcmc
+
+    lm, c, n = toy
+    seen, real_accept = [], mcmc._log_accept
+
+    def spy_accept(current, proposed, proposal):
+        seen.extend([current, proposed])
+        return real_accept(current, proposed, proposal)
+
+    monkeypatch.setattr(mcmc, "_log_accept", spy_accept)
+    mcmc_sample(lm, c, n_samples=40, steps=3, proposal="priority", max_new_tokens=n, seed=0)
+    assert len(seen) > 150
+    for run in seen:
+        assert len(run.entropy) == len(run.log_z) == len(gcd_run_of(lm, c, run.tokens, n).log_z)
+        fresh = gcd_run_of(lm, c, run.tokens, n).entropy
+        assert run.entropy == pytest.approx(fresh, abs=1e-6), run.tokens
 
 
 @pytest.mark.parametrize("proposal", PROPOSALS)
@@ -212,14 +249,13 @@ def test_long_chains_pass_chi_square_and_ten_steps_reduce_the_bias(toy, chi_squa
 def test_the_position_is_drawn_over_every_drawn_token_stop_included(toy, monkeypatch):
     """Each step picks i uniformly over len(log_z) positions (the stop token's included), the
     count _log_accept's length factor assumes; spied on the chain's own rng and GCD runs."""
-    import numpy as np
     from cars_sampling import mcmc
 
     lm, c, n = toy
     events, real_continue, real_rng = [], mcmc.gcd_continue, np.random.default_rng
 
-    def spy_continue(*args):
-        events.append(("run", real_continue(*args)))
+    def spy_continue(*args, **kwargs):
+        events.append(("run", real_continue(*args, **kwargs)))
         return events[-1][1]
 
     class SpyRng:
@@ -246,5 +282,13 @@ def test_bad_arguments_raise(toy):
     lm, c, n = toy
     with pytest.raises(ValueError, match="proposal must be one of"):
         mcmc_sample(lm, c, proposal="entropy", max_new_tokens=n)
-    with pytest.raises(ValueError, match="steps must be"):
-        mcmc_sample(lm, c, steps=-1, max_new_tokens=n)
+    for steps in (-1, True, 2.0, "2", np.int64(-1)):
+        with pytest.raises(ValueError, match="steps must be an int >= 0, got"):
+            mcmc_sample(lm, c, steps=steps, max_new_tokens=n)
+
+
+def test_steps_accepts_numpy_integers(toy):
+    lm, c, n = toy
+    as_numpy = mcmc_sample(lm, c, n_samples=3, steps=np.int64(2), max_new_tokens=n, seed=1)
+    as_int = mcmc_sample(lm, c, n_samples=3, steps=2, max_new_tokens=n, seed=1)
+    assert as_numpy.token_ids == as_int.token_ids and len(as_numpy.acceptance_history) == 6

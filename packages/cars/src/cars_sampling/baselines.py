@@ -36,7 +36,8 @@ class GCDRun:
     of the continuation (the stop token included), ``log_p`` is the model log-prob of the drawn
     token, ``log_z`` the log of the allowed mass (the GCD importance weight of a string is
     ``exp(sum(log_z))``) and ``entropy`` the entropy (nats) of the constrained next-token
-    distribution GCD drew from (what the MCMC ``priority`` proposal weighs positions by).
+    distribution GCD drew from (what the MCMC ``priority`` proposal weighs positions by; empty
+    unless ``gcd_continue`` was asked for it with ``with_entropy=True``).
     """
 
     tokens: list[int]
@@ -59,12 +60,16 @@ def gcd_continue(
     rng: np.random.Generator,
     temperature: float,
     max_new_tokens: int,
+    *,
+    with_entropy: bool = False,
 ) -> GCDRun:
     """Greedy constrained decoding from ``prefix`` (one uniform per token): GCD's one attempt.
 
     The constraint is replayed through ``prefix``, which must be valid. ``ok`` is ``False`` on a
     dead end (the mask allows nothing) or when ``max_new_tokens`` cuts a string outside the
-    language.
+    language. ``with_entropy`` records each position's constrained entropy (a pass over the
+    vocabulary only the MCMC ``priority`` proposal needs); it draws nothing, so the tokens are
+    the same either way.
     """
     constraint.reset()
     tokens = [int(t) for t in prefix]
@@ -86,7 +91,8 @@ def gcd_continue(
             return GCDRun(tokens, log_p, log_z, False, passes, entropy)
         log_p.append(float(logp[tok]) - lse)
         log_z.append(math.log(float(weights.sum())))
-        entropy.append(_entropy(weights))
+        if with_entropy:
+            entropy.append(_entropy(weights))
         if tok in constraint.eos_token_ids:
             return GCDRun(tokens, log_p, log_z, True, passes, entropy)
         tokens.append(tok)

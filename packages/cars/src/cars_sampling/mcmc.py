@@ -120,8 +120,10 @@ def mcmc_sample(
     check_sampling_args(temperature, None, None, False)
     if proposal not in PROPOSALS:
         raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}")
-    if not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    # numpy integers are integral (np.int64 from an array); bool is an int subclass but no count
+    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r} ({type(steps).__name__})")
+    steps = int(steps)
     ids = checked_run_args(
         lm, constraint, prompt, tokenizer, n_samples, max_new_tokens, max_attempts
     )
@@ -129,12 +131,13 @@ def mcmc_sample(
     budget = (steps + 1) * n_samples * 10 if max_attempts is None else max_attempts
     runs = passes = 0
     fresh = getattr(lm, "new_attempt", None)
+    weigh = proposal == "priority"  # only priority's position law reads the entropies
 
     def run(prefix: Sequence[int], room: int) -> GCDRun:
         nonlocal runs, passes
         if not prefix_cache and fresh is not None:
             fresh()
-        out = gcd_continue(lm, constraint, ids, prefix, rng, temperature, room)
+        out = gcd_continue(lm, constraint, ids, prefix, rng, temperature, room, with_entropy=weigh)
         runs, passes = runs + 1, passes + out.passes
         return out
 
