@@ -99,12 +99,14 @@ def test_reproduce_xgrammar_section_smoke(tmp_path):
 
     assert main(["--smoke", "--only", "xgrammar", "--out", str(tmp_path)]) == 0
     report = Report.load(tmp_path)
-    assert [c.name.split(" CARS")[0] for c in report.claims] == [
-        "XGrammar-backed",
-        "control: DFA-backed",
+    assert [c.name.split(" is exact")[0].split(" needs")[0] for c in report.claims] == [
+        "XGrammar-backed CARS",
+        "control: DFA-backed CARS",
+        "XGrammar-backed ARS",
         "control: XGrammar-backed GCD is biased (the exactness criterion can fail here)",
-        "XGrammar-backed",
+        "XGrammar-backed CARS",
+        "XGrammar-backed CARS accepts more often than XGrammar-backed ARS",
     ]
     (rows,) = report.tables.values()
-    assert [r["run"] for r in rows] == ["xgrammar", "dfa", "xgrammar gcd"]
+    assert [r["run"] for r in rows] == ["xgrammar", "dfa", "xgrammar ars", "xgrammar gcd"]
     assert rows[0]["valid strings"] > 20 and rows[0]["TV"] < 0.5

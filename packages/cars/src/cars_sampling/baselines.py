@@ -34,8 +34,10 @@ class GCDRun:
 
     ``tokens`` holds the prefix and the continuation, without the stop token; per drawn position
     of the continuation (the stop token included), ``log_p`` is the model log-prob of the drawn
-    token and ``log_z`` the log of the allowed mass (the GCD importance weight of a string is
-    ``exp(sum(log_z))``).
+    token, ``log_z`` the log of the allowed mass (the GCD importance weight of a string is
+    ``exp(sum(log_z))``) and ``entropy`` the entropy (nats) of the constrained next-token
+    distribution GCD drew from (what the MCMC ``priority`` proposal weighs positions by; empty
+    unless ``gcd_continue`` was asked for it with ``with_entropy=True``).
     """
 
     tokens: list[int]
@@ -43,6 +45,7 @@ class GCDRun:
     log_z: list[float]
     ok: bool
     passes: int
+    entropy: list[float]
 
     @property
     def logprob(self) -> float:
@@ -57,12 +60,16 @@ def gcd_continue(
     rng: np.random.Generator,
     temperature: float,
     max_new_tokens: int,
+    *,
+    with_entropy: bool = False,
 ) -> GCDRun:
     """Greedy constrained decoding from ``prefix`` (one uniform per token): GCD's one attempt.
 
     The constraint is replayed through ``prefix``, which must be valid. ``ok`` is ``False`` on a
     dead end (the mask allows nothing) or when ``max_new_tokens`` cuts a string outside the
-    language.
+    language. ``with_entropy`` records each position's constrained entropy (a pass over the
+    vocabulary only the MCMC ``priority`` proposal needs); it draws nothing, so the tokens are
+    the same either way.
     """
     constraint.reset()
     tokens = [int(t) for t in prefix]
@@ -70,6 +77,7 @@ def gcd_continue(
         raise ValueError(f"prefix {tokens[:20]} is not valid under the constraint")
     log_p: list[float] = []
     log_z: list[float] = []
+    entropy: list[float] = []
     passes = 0
     while True:
         raw = lm.logprobs([*prompt, *tokens]).detach().cpu()
@@ -80,14 +88,22 @@ def gcd_continue(
         weights = probs_from_logp(logp, lse) * constraint.allowed_mask().to(torch.float64)
         tok = draw(weights, float(rng.random()))
         if tok < 0 or not constraint.advance(tok):
-            return GCDRun(tokens, log_p, log_z, False, passes)
+            return GCDRun(tokens, log_p, log_z, False, passes, entropy)
         log_p.append(float(logp[tok]) - lse)
         log_z.append(math.log(float(weights.sum())))
+        if with_entropy:
+            entropy.append(_entropy(weights))
         if tok in constraint.eos_token_ids:
-            return GCDRun(tokens, log_p, log_z, True, passes)
+            return GCDRun(tokens, log_p, log_z, True, passes, entropy)
         tokens.append(tok)
         if len(tokens) >= len(prefix) + max_new_tokens:
-            return GCDRun(tokens, log_p, log_z, constraint.is_accepting(), passes)
+            return GCDRun(tokens, log_p, log_z, constraint.is_accepting(), passes, entropy)
+
+
+def _entropy(weights: torch.Tensor) -> float:
+    """Entropy (nats) of ``weights`` renormalised; 0 for a point mass, never negative."""
+    q = weights[weights > 0] / weights.sum()
+    return max(0.0, -float((q * q.log()).sum()))
 
 
 def gcd_sample(
@@ -152,7 +168,16 @@ def rejection_sample(
     return sampler.sample(prompt, n_samples=n_samples, max_attempts=max_attempts)
 
 
-METHODS: tuple[str, ...] = ("cars", "ars", "rsft", "rs", "gcd", "mcmc-prefix", "mcmc-restart")
+METHODS: tuple[str, ...] = (
+    "cars",
+    "ars",
+    "rsft",
+    "rs",
+    "gcd",
+    "mcmc-prefix",
+    "mcmc-priority",
+    "mcmc-restart",
+)
 MCMC_STEPS = 10  # per sample, as the official code runs the MCMC baselines
 
 
@@ -170,9 +195,9 @@ def sample_with(
     prefix_cache: bool = True,
 ) -> SampleResult:
     """One run of a sampler style (``cars``, ``ars``, ``rsft``, ``rs``), of GCD (``gcd``) or of an
-    MCMC baseline (``mcmc-prefix``, ``mcmc-restart``: 10 steps per sample), with a fresh sampler:
-    the common entry point of the reproduction and the benchmarks. ``prefix_cache=False`` runs the
-    LM at every step of every attempt (the paper's regime)."""
+    MCMC baseline (``mcmc-prefix``, ``mcmc-priority``, ``mcmc-restart``: 10 steps per sample),
+    with a fresh sampler: the common entry point of the reproduction and the benchmarks.
+    ``prefix_cache=False`` runs the LM at every step of every attempt (the paper's regime)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method.startswith("mcmc-"):
