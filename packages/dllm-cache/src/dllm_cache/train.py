@@ -133,8 +133,10 @@ def checkpoint_name(**recipe: Any) -> str:
     args = {**defaults, **recipe}
     spec = args["spec"] or TaskSpec()
     size = args["size"] if args["init"] is None else args["init"].get("size", "small")
-    keys = ("batch_size", "min_shots", "max_shots", "lr", "seed")
-    rec = _recipe(args["steps"], size, *(args[k] for k in keys), spec, args["init"])
+    rec = _recipe(
+        args["steps"], size, args["batch_size"], args["min_shots"], args["max_shots"], args["lr"],
+        args["seed"], spec, args["init"],
+    )  # fmt: skip
     return f"tiny-llada-{recipe_hash(rec)}"
 
 
