@@ -123,6 +123,18 @@ def row_tables(cos: Tensor, sin: Tensor, batch: int, prompt_length: int) -> RowT
     )  # fmt: skip
 
 
+def _check_tables(tables: RowTables, batch: int, seq_len: int, prompt_length: int) -> None:
+    """Tables built for another batch or prompt length would index the wrong rows silently."""
+    got = (tables.response_offsets.shape[0], tables.cos.shape[1], tables.response.shape[1])
+    want = (batch, seq_len, seq_len - prompt_length)
+    if got != want:
+        raise ValueError(
+            f"tables (batch, sequence length, response length) = {got}, but the input needs {want} "
+            f"(h of batch {batch} and length {seq_len}, prompt_length {prompt_length}); "
+            "build them with row_tables(cos, sin, batch, prompt_length)"
+        )
+
+
 def rope_folded(x: Tensor, cos: Tensor, sin: Tensor, head_dim: int) -> Tensor:
     """:func:`apply_rope` with :class:`RowTables`' tables ((1|B)×n×1×head_dim, sign-folded ``sin``).
 
@@ -356,6 +368,8 @@ def cached_block(
         return out, fresh, case_rows("A", P, R, config)
     if tables is None:
         tables = row_tables(cos, sin, h.shape[0], P)
+    else:
+        _check_tables(tables, h.shape[0], T, P)
 
     rows = _Rows()
     if refresh_prompt:
