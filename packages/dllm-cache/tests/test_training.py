@@ -86,6 +86,19 @@ def test_train_cli_builds_the_longer_response_recipe(tmp_path, monkeypatch):
         main(["--response-length", "3", "--steps", "1", "--size", "toy"])
 
 
+def test_train_cli_rejects_zero_steps_instead_of_training_the_default(tmp_path, monkeypatch):
+    import dllm_cache.train as train
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("trained although --steps 0")
+
+    monkeypatch.setenv("ADAPTIVE_METHODS_CACHE", str(tmp_path))
+    monkeypatch.setattr(train, "_fit", no_fit)
+    for extra in ([], ["--from-scratch"]):
+        with pytest.raises(ValueError, match="steps must be >= 1, got 0"):
+            train.main(["--steps", "0", "--size", "toy", *extra])
+
+
 def test_fine_tuning_starts_from_the_init_recipe_and_names_it(tmp_path, monkeypatch):
     """``init=`` fine-tunes the model of another recipe (trained first, then cached), and the
     fine-tuned checkpoint's name depends on that recipe."""

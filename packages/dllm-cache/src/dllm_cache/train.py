@@ -211,14 +211,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = dataclasses.replace(REPRODUCTION_SPEC, response_length=args.response_length)
     if args.from_scratch:
         recipe = {k: v for k, v in PRETRAIN.items() if k not in ("steps", "size", "seed", "spec")}
-        steps = args.steps or PRETRAIN["steps"]
+        steps = PRETRAIN["steps"] if args.steps is None else args.steps
         model, losses = train_tiny_llada(steps, size=args.size, seed=args.seed, spec=spec, **recipe)
     else:
         init = {**PRETRAIN, "size": args.size, "seed": args.seed}
         recipe = {**REPRODUCTION_RECIPE, "init": init}
-        model, losses = train_tiny_llada(
-            args.steps or REPRODUCTION_STEPS, seed=args.seed, spec=spec, **recipe
-        )
+        steps = REPRODUCTION_STEPS if args.steps is None else args.steps
+        model, losses = train_tiny_llada(steps, seed=args.seed, spec=spec, **recipe)
     if args.out:
         model.save_pretrained(args.out)
     print(f"final loss {sum(losses[-20:]) / min(20, len(losses)):.4f} after {len(losses)} steps")
