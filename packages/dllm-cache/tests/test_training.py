@@ -170,5 +170,7 @@ def test_packaged_checkpoint_solves_the_task_and_the_cache_keeps_it():
     with apply_dllm_cache(model, DLLMCacheConfig(1, 1, 0.25)) as handle:
         cached = generate(model, prompts, **kw, steps=R, cache=handle.cache)
     ok = solved(spec, plain, prompts, answers).float().mean()
-    assert ok > 0.9 and ok > solved(spec, one_step, prompts, answers).float().mean() + 0.5
+    # the bar separates the shipped model (1.000 here) from its un-fine-tuned R = 8 stage-1 start
+    # (0.844 on this slice at 32 steps)
+    assert ok >= 0.97 and ok > solved(spec, one_step, prompts, answers).float().mean() + 0.5
     assert torch.equal(cached, plain)
