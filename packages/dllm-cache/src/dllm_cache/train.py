@@ -67,10 +67,15 @@ def sft_loss(
     return token_loss.sum() / (R * B)
 
 
+#: d_model, layers and FFN width of each :func:`model_config` size.
+SIZES = {"toy": (32, 2, 64), "small": (64, 4, 192)}
+
+
 def model_config(size: str = "small") -> TinyLLaDAConfig:
     """The TinyLLaDA widths used by the reproduction (``"small"``) and the smoke test (``"toy"``)."""
-    widths = {"toy": (32, 2, 64), "small": (64, 4, 192)}[size]
-    d, layers, ff = widths
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
+    d, layers, ff = SIZES[size]
     return TinyLLaDAConfig(
         vocab_size=VOCAB_SIZE, d_model=d, n_heads=4, n_layers=layers, mlp_hidden_size=ff,
         mask_token_id=MASK, pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS,
@@ -80,7 +85,7 @@ def model_config(size: str = "small") -> TinyLLaDAConfig:
 def train_tiny_llada(
     steps: int = 1000,
     *,
-    size: str = "small",
+    size: str | None = None,
     batch_size: int = 32,
     min_shots: int = 2,
     max_shots: int = 12,
@@ -95,16 +100,16 @@ def train_tiny_llada(
     Each batch has ``min_shots..max_shots`` in-context examples, so prompts of up to
     ``spec.prompt_length(max_shots)`` tokens. ``init``: the arguments of another
     ``train_tiny_llada`` call whose model this one fine-tunes (trained first when not cached;
-    its ``size`` is used), instead of a random initialisation. The checkpoint and losses are
-    cached under ``shared_core.data.cache_dir("dllm-cache")`` keyed by the whole recipe.
+    its ``size`` is used; a different ``size`` here is an error), instead of a random
+    initialisation. ``size``: ``"small"`` (the default) or ``"toy"``. The checkpoint and losses
+    are cached under ``shared_core.data.cache_dir("dllm-cache")`` keyed by the whole recipe.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     if not 0 <= min_shots <= max_shots:
         raise ValueError(f"need 0 <= min_shots <= max_shots, got {min_shots}, {max_shots}")
     spec = spec or TaskSpec()
-    if init is not None:
-        size = init.get("size", "small")
+    size = _model_size(size, init)
     recipe = _recipe(steps, size, batch_size, min_shots, max_shots, lr, seed, spec, init)
     name = f"tiny-llada-{recipe_hash(recipe)}"
     target = cache_dir("dllm-cache") / name
@@ -130,14 +135,34 @@ def checkpoint_name(**recipe: Any) -> str:
         for name, param in inspect.signature(train_tiny_llada).parameters.items()
         if name != "cache"
     }
+    unknown = sorted(set(recipe) - set(defaults))
+    if unknown:
+        raise TypeError(f"unknown train_tiny_llada arguments {unknown}; expected some of {sorted(defaults)}")
     args = {**defaults, **recipe}
     spec = args["spec"] or TaskSpec()
-    size = args["size"] if args["init"] is None else args["init"].get("size", "small")
+    size = _model_size(args["size"], args["init"])
     rec = _recipe(
         args["steps"], size, args["batch_size"], args["min_shots"], args["max_shots"], args["lr"],
         args["seed"], spec, args["init"],
     )  # fmt: skip
     return f"tiny-llada-{recipe_hash(rec)}"
+
+
+def _model_size(size: str | None, init: Mapping[str, Any] | None) -> str:
+    """The model size a recipe trains: its own, or its ``init`` recipe's (they must agree)."""
+    if init is not None:
+        if not isinstance(init, Mapping):
+            raise ValueError(
+                f"init must be a mapping of train_tiny_llada arguments, got {type(init).__name__} {init!r}"
+            )
+        init_size = init.get("size", "small")
+        if size is not None and size != init_size:
+            raise ValueError(f"size {size!r} disagrees with the init recipe's size {init_size!r}")
+        size = init_size
+    size = "small" if size is None else size
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
+    return size
 
 
 def _recipe(
