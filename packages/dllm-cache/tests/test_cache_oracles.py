@@ -337,7 +337,9 @@ def test_attention_output_probe_with_prompt_refresh_matches_the_full_block(model
     config = DLLMCacheConfig(100, 100, rho, selection="attn_out")
     with torch.no_grad():
         _, old = full_block(parts, h0, cos, sin, None)
-        got, new, _ = cached_block(parts, h1, cos, sin, None, _snapshot(old), P, True, False, config)
+        got, new, _ = cached_block(
+            parts, h1, cos, sin, None, _snapshot(old), P, True, False, config
+        )
         _, full = full_block(parts, h1, cos, sin, None)
     sim = F.cosine_similarity(full.a[:, P:].double(), old.a[:, P:].double(), dim=-1)
     chosen = torch.sort(sim, stable=True).indices[:, : int(R * rho)]

@@ -171,7 +171,9 @@ def test_public_helpers_name_the_bad_value(model, prompts, call, match):
     [(2, 4, r"\(2, 12, 8\), but the input needs \(2, 12, 6\)"),
      (1, 6, r"\(1, 12, 6\), but the input needs \(2, 12, 6\)")],
 )  # fmt: skip
-def test_cached_block_rejects_tables_for_another_prompt_or_batch(model, batch, prompt_length, match):
+def test_cached_block_rejects_tables_for_another_prompt_or_batch(
+    model, batch, prompt_length, match
+):
     from dllm_cache import cached_block, full_block, row_tables
 
     block = model.model.transformer["blocks"][0]

@@ -106,7 +106,9 @@ def test_train_cli_rejects_zero_steps_instead_of_training_the_default(tmp_path, 
      (dict(init=[1, 2]), ValueError, r"init must be a mapping .* got list \[1, 2\]"),
      (dict(size="tiny"), ValueError, r"size must be one of \['small', 'toy'\], got 'tiny'")],
 )  # fmt: skip
-def test_train_rejects_bad_size_and_init_before_training(tmp_path, monkeypatch, kwargs, error, match):
+def test_train_rejects_bad_size_and_init_before_training(
+    tmp_path, monkeypatch, kwargs, error, match
+):
     import dllm_cache.train as train
 
     monkeypatch.setenv("ADAPTIVE_METHODS_CACHE", str(tmp_path))
@@ -121,7 +123,9 @@ def test_train_rejects_bad_size_and_init_before_training(tmp_path, monkeypatch, 
         train.checkpoint_name(stepz=5, steps=1)
     # a size that agrees with the init recipe's is the same recipe as leaving it out
     init = dict(steps=2, size="toy")
-    assert train.checkpoint_name(steps=1, size="toy", init=init) == train.checkpoint_name(steps=1, init=init)
+    assert train.checkpoint_name(steps=1, size="toy", init=init) == train.checkpoint_name(
+        steps=1, init=init
+    )
 
 
 def test_fine_tuning_starts_from_the_init_recipe_and_names_it(tmp_path, monkeypatch):

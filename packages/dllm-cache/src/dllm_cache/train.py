@@ -137,7 +137,9 @@ def checkpoint_name(**recipe: Any) -> str:
     }
     unknown = sorted(set(recipe) - set(defaults))
     if unknown:
-        raise TypeError(f"unknown train_tiny_llada arguments {unknown}; expected some of {sorted(defaults)}")
+        raise TypeError(
+            f"unknown train_tiny_llada arguments {unknown}; expected some of {sorted(defaults)}"
+        )
     args = {**defaults, **recipe}
     spec = args["spec"] or TaskSpec()
     size = _model_size(args["size"], args["init"])
