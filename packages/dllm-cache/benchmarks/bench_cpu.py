@@ -1,7 +1,7 @@
 """Tokens per second of ``generate`` with and without dLLM-Cache on CPU, next to the FLOPs ratio.
 
     python packages/dllm-cache/benchmarks/bench_cpu.py [--prompt 512 --gen 64 --width 128]
-        [--only arms | --only case-d | --only decomposition]
+        [--only arms | --only case-d | --only decomposition] [--against-block OLD_BLOCK.py]
 
 A random-init TinyLLaDA (the speed does not depend on the weights), prompt P = 512, response
 R = 64 in one block, S = 64 steps, Kp = 100, Kr = 8, ρ = 0.25, one thread. Prints the time ratio
@@ -17,6 +17,11 @@ decoding (``threshold=0.9``) alone, and both, each against no cache. The model i
 random, so the benchmark scales its weights (``--init-std``) until its logits are peaked
 enough for some confidences to pass the threshold; the forward calls per arm are printed.
 
+Old against new hot path: ``--against-block FILE`` loads another version of ``block.py`` (e.g.
+``git show REV:packages/dllm-cache/src/dllm_cache/block.py > old.py``) and times the dLLM-Cache
+arm with its ``cached_block`` and with the installed one in the same run (interleaved), each also
+against no cache, and checks that both generate the same tokens.
+
 Hot path (issue 27 §4): one case-D forward (every layer cached, ``ρ = 0.25``) at two prompt
 lengths, ``P`` and ``4 P``, against the full forward at the same lengths: the case-D time
 should grow with the recomputed rows (fixed) rather than the sequence length.
@@ -25,7 +30,9 @@ should grow with the recomputed rows (fixed) rather than the sequence length.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import sys
 
 import torch
 from dllm_cache import DLLMCacheConfig, TinyLLaDA, TinyLLaDAConfig, apply_dllm_cache, generate
@@ -44,6 +51,7 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=("arms", "case-d", "decomposition"), help="run only this part"
     )
+    parser.add_argument("--against-block", help="time this block.py's cached path against ours")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -60,6 +68,11 @@ def main() -> None:
     kw = dict(
         mask_id=config.mask_token_id, gen_length=args.gen, block_length=args.gen, steps=args.gen
     )
+    if args.against_block:
+        print(
+            json.dumps(_against_block(model, ids, kw, args.against_block, args.repeats), indent=1)
+        )
+        return
     if args.only == "case-d":
         print(json.dumps({"case_d": _case_d_scaling(model, args.prompt, args.gen, args.repeats)}))
         return
@@ -104,6 +117,45 @@ def main() -> None:
     scaling = _case_d_scaling(model, args.prompt, args.gen, args.repeats)
     setting = {"P": args.prompt, "R": args.gen, "width": args.width, "layers": args.layers}
     print(json.dumps({"setting": setting, "arms": results, "case_d": scaling}, indent=1))
+
+
+def _against_block(model, ids, kw, path, repeats):
+    """The dLLM-Cache arm with ``cached_block`` from ``path`` and with ours, in one run."""
+    import dllm_cache.cache as cache_module
+
+    spec = importlib.util.spec_from_file_location("_other_block", path)
+    other = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = other  # dataclasses look their module up while the file executes
+    spec.loader.exec_module(other)
+    ours = cache_module.cached_block
+    paths = {"new": ours, "old": lambda *a: other.cached_block(*a[:11])}  # old: no tables
+    config = DLLMCacheConfig(prompt_interval=100, response_interval=8, transfer_ratio=0.25)
+
+    def cached(name):
+        def go():
+            cache_module.cached_block = paths[name]
+            try:
+                with apply_dllm_cache(model, config) as handle:
+                    return generate(model, ids, **kw, cache=handle.cache), handle.cache.stats
+            finally:
+                cache_module.cached_block = ours
+
+        return go
+
+    (new_out, stats), (old_out, _) = cached("new")(), cached("old")()
+    out = {"token_identical": bool(torch.equal(new_out, old_out)),
+           "counted_flops_ratio": stats.flops_ratio}  # fmt: skip
+    cmp = compare(cached("new"), cached("old"), name="new cached path",
+                  baseline_name="old cached path", repeats=repeats, warmup=1)  # fmt: skip
+    print(cmp)
+    out["new_time_over_old"] = cmp.ratio
+    for name in ("new", "old"):
+        cmp = compare(cached(name), lambda: generate(model, ids, **kw), name=f"{name} cached path",
+                      baseline_name="no cache", repeats=repeats, warmup=1)  # fmt: skip
+        print(cmp)
+        speedup = 1 / cmp.ratio
+        out[name] = {"speedup": speedup, "of_flops_ratio": speedup / stats.flops_ratio}
+    return out
 
 
 def _calls(model, fn):

@@ -318,3 +318,37 @@ def test_layer_cache_returns_a_snapshot_that_later_calls_leave_alone(
             assert torch.equal(getattr(kept, n), frozen[n])
             assert getattr(kept, n).data_ptr() != getattr(now, n).data_ptr()
         assert not torch.equal(now.v[:, P:], frozen["v"][:, P:])
+
+
+def test_attention_output_probe_with_prompt_refresh_matches_the_full_block(model):
+    """Case C with the attention-output probe: every K/V row is fresh (prompt refreshed, the probe
+    refreshes all response K/V), so every attention output is the full block's on ``h1``; the
+    prompt rows and the rows ``I`` get the full block's FFN on ``h1 + a``, the rest keep ``h0``'s."""
+    from dllm_cache import cached_block, full_block
+
+    block = model.model.transformer["blocks"][1]
+    parts = block.parts()
+    P, R, rho = 10, 12, 0.25
+    g = torch.Generator().manual_seed(5)
+    h0 = torch.randn(2, P + R, 32, generator=g)
+    h1 = h0 + 0.5 * torch.randn(h0.shape, generator=g)  # the input changed: h1 != h0
+    sin, cos = block.rotary_emb.get_rotary_embedding(P + R, h0.device)
+    cos, sin = cos[:, 0], sin[:, 0]
+    config = DLLMCacheConfig(100, 100, rho, selection="attn_out")
+    with torch.no_grad():
+        _, old = full_block(parts, h0, cos, sin, None)
+        got, new, _ = cached_block(
+            parts, h1, cos, sin, None, _snapshot(old), P, True, False, config
+        )
+        _, full = full_block(parts, h1, cos, sin, None)
+    sim = F.cosine_similarity(full.a[:, P:].double(), old.a[:, P:].double(), dim=-1)
+    chosen = torch.sort(sim, stable=True).indices[:, : int(R * rho)]
+    assert new.selected.sort(-1).values.tolist() == chosen.sort(-1).values.tolist()
+    fresh = torch.zeros(2, P + R, 1, dtype=torch.bool)
+    fresh[:, :P] = True
+    fresh[:, P:].scatter_(1, chosen.unsqueeze(-1), True)
+    want_f = torch.where(fresh, full.f, old.f)
+    torch.testing.assert_close(new.a, full.a, rtol=0, atol=1e-5)
+    torch.testing.assert_close(new.f, want_f, rtol=0, atol=1e-5)
+    torch.testing.assert_close(got, h1 + full.a + want_f, rtol=0, atol=1e-5)
+    assert not torch.allclose(want_f, full.f, atol=1e-3)  # stale FFN rows really are reused

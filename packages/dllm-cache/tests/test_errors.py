@@ -164,3 +164,28 @@ def test_tiny_config_rejects_mask_equal_to_pad():
 def test_public_helpers_name_the_bad_value(model, prompts, call, match):
     with pytest.raises(ValueError, match=match):
         call(model, prompts(1, 8))
+
+
+@pytest.mark.parametrize(
+    "batch, prompt_length, match",
+    [(2, 4, r"\(2, 12, 8\), but the input needs \(2, 12, 6\)"),
+     (1, 6, r"\(1, 12, 6\), but the input needs \(2, 12, 6\)")],
+)  # fmt: skip
+def test_cached_block_rejects_tables_for_another_prompt_or_batch(
+    model, batch, prompt_length, match
+):
+    from dllm_cache import cached_block, full_block, row_tables
+
+    block = model.model.transformer["blocks"][0]
+    parts = block.parts()
+    h = torch.randn(2, 12, 32)
+    sin, cos = block.rotary_emb.get_rotary_embedding(12, h.device)
+    cos, sin = cos[:, 0], sin[:, 0]
+    with torch.no_grad():
+        _, cache = full_block(parts, h, cos, sin, None)
+        ok = cached_block(parts, h, cos, sin, None, cache, 6, True, False, DLLMCacheConfig(),
+                          tables=row_tables(cos, sin, 2, 6))  # fmt: skip
+        assert ok[0].shape == h.shape
+        with pytest.raises(ValueError, match=match):
+            cached_block(parts, h, cos, sin, None, cache, 6, True, False, DLLMCacheConfig(),
+                         tables=row_tables(cos, sin, batch, prompt_length))  # fmt: skip

@@ -85,3 +85,31 @@ def test_cached_block_on_a_static_input_is_the_full_block(
             getattr(new_state, name), getattr(state, name), rtol=0, atol=1e-5
         )
     assert rows == case_rows(case_of(refresh_prompt, refresh_response), P, R, config)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    batch=st.integers(1, 3), P=st.integers(1, 6), R=st.integers(1, 8), per_row_table=st.booleans(),
+    bf16=st.booleans(), seed=st.integers(0, 1000),
+)  # fmt: skip
+def test_row_tables_rotate_bit_for_bit_like_apply_rope(batch, P, R, per_row_table, bf16, seed):
+    """The cached path's sign-folded rotation (whole rows and gathered rows) is ``apply_rope``."""
+    from dllm_cache.block import apply_rope, rope_folded, row_tables
+
+    g = torch.Generator().manual_seed(seed)
+    hd, T = 8, P + R
+    cos, sin = torch.randn(2, batch if per_row_table else 1, T, hd, generator=g).unbind(0)
+    x = torch.randn(batch, T, 3 * hd, generator=g).to(torch.bfloat16 if bf16 else torch.float32)
+    tables = row_tables(cos, sin, batch, P)
+    assert torch.equal(rope_folded(x, tables.cos, tables.sin, hd), apply_rope(x, cos, sin, hd))
+    index = torch.stack([torch.randperm(R, generator=g)[: max(1, R // 2)] for _ in range(batch)])
+    rows = x[:, P:].gather(1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+    expected = apply_rope(
+        rows, *(t[:, P:].expand(batch, -1, -1).gather(1, index.unsqueeze(-1).expand(-1, -1, hd))
+                for t in (cos, sin)), hd,
+    )  # fmt: skip
+    got = rope_folded(rows, *tables.at(index, tables.response_rows(index)), hd)
+    assert torch.equal(got, expected)
+    assert torch.equal(
+        tables.full_rows(index), (index + torch.arange(batch)[:, None] * T + P).flatten()
+    )

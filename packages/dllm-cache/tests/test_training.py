@@ -77,12 +77,77 @@ def test_train_cli_builds_the_longer_response_recipe(tmp_path, monkeypatch):
     from dllm_cache.train import main
 
     monkeypatch.setenv("ADAPTIVE_METHODS_CACHE", str(tmp_path))
-    assert main(["--response-length", "32", "--steps", "1", "--size", "toy"]) == 0
+    assert main(["--response-length", "32", "--steps", "1", "--size", "toy", "--from-scratch"]) == 0
     (losses,) = tmp_path.rglob("losses.json")
     recipe = json.loads(losses.read_text())["recipe"]
-    assert recipe["response_length"] == 32 and recipe["ops"] == ["pick"]
+    assert recipe["response_length"] == 32 and recipe["ops"] == ["pick"] and "init" not in recipe
+    assert recipe["lr"] == 3e-3 and recipe["batch_size"] == 64
     with pytest.raises(ValueError, match="at least the 4 answer digits, got 3"):
         main(["--response-length", "3", "--steps", "1", "--size", "toy"])
+
+
+def test_train_cli_rejects_zero_steps_instead_of_training_the_default(tmp_path, monkeypatch):
+    import dllm_cache.train as train
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("trained although --steps 0")
+
+    monkeypatch.setenv("ADAPTIVE_METHODS_CACHE", str(tmp_path))
+    monkeypatch.setattr(train, "_fit", no_fit)
+    for extra in ([], ["--from-scratch"]):
+        with pytest.raises(ValueError, match="steps must be >= 1, got 0"):
+            train.main(["--steps", "0", "--size", "toy", *extra])
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [(dict(size="small", init=dict(steps=2, size="toy")), ValueError,
+      "size 'small' disagrees with the init recipe's size 'toy'"),
+     (dict(init=[1, 2]), ValueError, r"init must be a mapping .* got list \[1, 2\]"),
+     (dict(size="tiny"), ValueError, r"size must be one of \['small', 'toy'\], got 'tiny'")],
+)  # fmt: skip
+def test_train_rejects_bad_size_and_init_before_training(
+    tmp_path, monkeypatch, kwargs, error, match
+):
+    import dllm_cache.train as train
+
+    monkeypatch.setenv("ADAPTIVE_METHODS_CACHE", str(tmp_path))
+    monkeypatch.setattr(train, "_fit", lambda *a, **k: pytest.fail("trained a bad recipe"))
+    with pytest.raises(error, match=match):
+        train.train_tiny_llada(1, **kwargs)
+    with pytest.raises(error, match=match):
+        train.checkpoint_name(steps=1, **kwargs)
+    with pytest.raises(ValueError, match="got 'tiny'"):
+        train.model_config("tiny")
+    with pytest.raises(TypeError, match=r"unknown train_tiny_llada arguments \['stepz'\]"):
+        train.checkpoint_name(stepz=5, steps=1)
+    # a size that agrees with the init recipe's is the same recipe as leaving it out
+    init = dict(steps=2, size="toy")
+    assert train.checkpoint_name(steps=1, size="toy", init=init) == train.checkpoint_name(
+        steps=1, init=init
+    )
+
+
+def test_fine_tuning_starts_from_the_init_recipe_and_names_it(tmp_path, monkeypatch):
+    """``init=`` fine-tunes the model of another recipe (trained first, then cached), and the
+    fine-tuned checkpoint's name depends on that recipe."""
+    from dllm_cache.train import checkpoint_name
+
+    monkeypatch.setenv("ADAPTIVE_METHODS_CACHE", str(tmp_path))
+    base = dict(steps=2, size="toy", batch_size=2, max_shots=2, spec=TaskSpec(ops=("pick",)))
+    start, _ = train_tiny_llada(**base)
+    long = TaskSpec(ops=("pick",), response_length=12)
+    tuned, losses = train_tiny_llada(1, batch_size=2, max_shots=2, lr=0.0, spec=long, init=base)
+    assert len(losses) == 1
+    for a, b in zip(start.parameters(), tuned.parameters(), strict=True):
+        assert torch.equal(a, b)  # lr 0: the starting weights are the init recipe's
+    other = dict(base, seed=1)
+    assert checkpoint_name(steps=1, batch_size=2, max_shots=2, lr=0.0, spec=long, init=base) != (
+        checkpoint_name(steps=1, batch_size=2, max_shots=2, lr=0.0, spec=long, init=other)
+    )
+    names = {p.parent.name for p in tmp_path.rglob("losses.json")}
+    assert names == {checkpoint_name(**base),
+                     checkpoint_name(steps=1, batch_size=2, max_shots=2, lr=0.0, spec=long, init=base)}  # fmt: skip
 
 
 def test_pick_task_layout_and_scores():
@@ -106,28 +171,35 @@ def test_pick_task_layout_and_scores():
 
 
 def test_packaged_checkpoint_solves_the_task_and_the_cache_keeps_it():
-    """The shipped reproduction model solves the pick task and needs refinement for it (one step
-    mixes the two strings); the cache at Kp = Kr = 1 leaves its output unchanged.
-
-    (With stale features, Kp = 100, Kr = 4, ρ = 0.25, it falls to about one-step accuracy: the
-    reproduction reports that as the quality claims not held.)
-    """
+    """The shipped reproduction model (R = 32) solves the pick task and needs refinement for it
+    (one step mixes the two strings); the cache at Kp = Kr = 1 leaves its output unchanged."""
     from dllm_cache import DLLMCacheConfig, apply_dllm_cache, generate
-    from dllm_cache.train import PACKAGED, REPRODUCTION_SPEC
+    from dllm_cache.train import (
+        PACKAGED,
+        REPRODUCTION_RECIPE,
+        REPRODUCTION_SPEC,
+        REPRODUCTION_STEPS,
+        checkpoint_name,
+    )
 
-    folders = sorted(p.parent for p in PACKAGED.glob("tiny-llada-*/losses.json"))
-    if not folders:
-        pytest.skip("no packaged checkpoint")
-    model = TinyLLaDA.from_pretrained(folders[0]).eval()
-    assert model.config.vocab_size == VOCAB_SIZE, "packaged checkpoint predates the pick task"
     spec = REPRODUCTION_SPEC
+    name = checkpoint_name(steps=REPRODUCTION_STEPS, spec=spec, **REPRODUCTION_RECIPE)
+    assert (PACKAGED / name / "losses.json").exists(), (
+        "the reproduction's checkpoint is not shipped"
+    )
+    assert sorted(p.name for p in PACKAGED.glob("tiny-llada-*")) == [name]
+    model = TinyLLaDA.from_pretrained(PACKAGED / name).eval()
+    assert model.config.vocab_size == VOCAB_SIZE
     prompts, answers = make_batch(spec, 32, 3, torch.Generator().manual_seed(5))
     R = spec.response_length
+    assert R == 32
     kw = dict(mask_id=MASK, gen_length=R, block_length=R)
     plain = generate(model, prompts, **kw, steps=R)
     one_step = generate(model, prompts, **kw, steps=1)
     with apply_dllm_cache(model, DLLMCacheConfig(1, 1, 0.25)) as handle:
         cached = generate(model, prompts, **kw, steps=R, cache=handle.cache)
     ok = solved(spec, plain, prompts, answers).float().mean()
-    assert ok > 0.9 and ok > solved(spec, one_step, prompts, answers).float().mean() + 0.5
+    # the bar separates the shipped model (1.000 here) from its un-fine-tuned R = 8 stage-1 start
+    # (0.844 on this slice at 32 steps)
+    assert ok >= 0.97 and ok > solved(spec, one_step, prompts, answers).float().mean() + 0.5
     assert torch.equal(cached, plain)

@@ -15,8 +15,10 @@ from dllm_cache.adapters import ADAPTERS, BlockAdapter, register_adapter, resolv
 from dllm_cache.block import (
     BlockParts,
     LayerCache,
+    RowTables,
     cached_block,
     full_block,
+    row_tables,
     select_rows,
     write_rows,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "LayerStep",
     "Preset",
     "RowCounts",
+    "RowTables",
     "TinyLLaDA",
     "TinyLLaDAConfig",
     "__version__",
@@ -81,6 +84,7 @@ __all__ = [
     "refresh_flags",
     "register_adapter",
     "resolve_adapter",
+    "row_tables",
     "schedule",
     "select_rows",
     "shift_logits",

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from dllm_cache.adapters import BlockAdapter, resolve_adapter
-from dllm_cache.block import BlockParts, LayerCache, cached_block
+from dllm_cache.block import BlockParts, LayerCache, RowTables, cached_block, row_tables
 from dllm_cache.config import DLLMCacheConfig
 from dllm_cache.flops import Case, RowCounts, block_flops, case_of, case_rows, refresh_flags
 
@@ -96,6 +96,7 @@ class _Stream:
     prompt_ids: Tensor | None = None
     input_ptr: int | None = None
     rope: tuple[Tensor, Tensor] | None = None
+    tables: RowTables | None = None
     layers: dict[int, LayerCache] = dataclasses.field(default_factory=dict)
 
 
@@ -267,13 +268,15 @@ class DLLMCache:
             # A prompt-only mask: the response is never padding.
             pad = key_mask.new_ones(B, T - key_mask.shape[1])
             key_mask = self._key_mask = torch.cat([key_mask, pad], 1)
-        if st.rope is None:  # positions never change within a generation: one table for all layers
+        if st.rope is None or st.tables is None:
+            # positions never change within a generation: one set of tables for all layers
             cos, sin = rotary()
             st.rope = (cos.float(), sin.float())
+            st.tables = row_tables(*st.rope, B, self.prompt_length)
         flags = refresh_flags(st.step, layer, self.config)
         out, st.layers[layer], rows = cached_block(
             parts, h, *st.rope, key_mask, st.layers.get(layer), self.prompt_length,
-            *flags, self.config, self._generator,
+            *flags, self.config, self._generator, st.tables,
         )  # fmt: skip
         self.stats.records.append(
             LayerStep(

@@ -24,6 +24,7 @@ from dllm_cache.model import TinyLLaDA
 from dllm_cache.sampler import generate
 from dllm_cache.tasks import MASK, digits_right, make_batch, solved
 from dllm_cache.train import (
+    PRETRAIN,
     REPRODUCTION_RECIPE,
     REPRODUCTION_SPEC,
     REPRODUCTION_STEPS,
@@ -334,6 +335,7 @@ def run(args: ReproduceArgs) -> Report:
     n_shots = args.pick(smoke=2, quick=3, full=3)
     settings = {
         "size": args.size, "seed": args.seed, "train_steps": args.pick(smoke=30, quick=REPRODUCTION_STEPS, full=REPRODUCTION_STEPS),
+        "pretrain_steps (R = 8, then fine-tuned)": args.pick(smoke=0, quick=PRETRAIN["steps"], full=PRETRAIN["steps"]),
         "model": args.pick(smoke="toy", quick="small", full="small"), "n_shots": n_shots,
         "prompt_length": SPEC.prompt_length(n_shots), "gen_length": SPEC.response_length,
         "steps": SPEC.response_length, "block_length": SPEC.response_length,
@@ -346,14 +348,15 @@ def run(args: ReproduceArgs) -> Report:
         args.out,
         settings,
     )
+    recipe = dict(REPRODUCTION_RECIPE)
+    if args.smoke:  # a toy model from scratch: no stage-1 model to fine-tune
+        recipe.pop("init")
+    else:
+        recipe["init"] = {**recipe["init"], "seed": args.seed}
     model, losses = train_tiny_llada(
-        settings["train_steps"],
-        size=settings["model"],
-        seed=args.seed,
-        spec=SPEC,
-        cache=not args.smoke,
-        **REPRODUCTION_RECIPE,
-    )
+        settings["train_steps"], size=settings["model"], seed=args.seed, spec=SPEC,
+        cache=not args.smoke, **recipe,
+    )  # fmt: skip
     g = torch.Generator().manual_seed(10_000 + args.seed)
     batches = [
         make_batch(SPEC, settings["batch"], n_shots, g)
