@@ -524,7 +524,10 @@ def _pfar_figures(
     x = np.arange(len(results))
     for k, label in enumerate(labels):
         ax.bar(
-            x + 0.4 * k, [_pooled(r, label, "rms_error") for r in results.values()], 0.4, label=label
+            x + 0.4 * k,
+            [_pooled(r, label, "rms_error") for r in results.values()],
+            0.4,
+            label=label,
         )
     ax.set_xticks(x + 0.2, list(results), rotation=20, fontsize=7)
     ax.set_ylabel("RMS tracking error")
@@ -580,8 +583,8 @@ def _geometry_section(report: Report, budget: Budget, seeds: list[int]) -> None:
             res[setting.label, arm] = [
                 report.cached(
                     f"geometry-{setting.label}-{arm}-seed{seed}",
-                    lambda arm=arm, seed=seed, b=b, laws=laws, train_law=train_law: (
-                        _train_and_test(arm, b, train_law, laws, seed)
+                    lambda arm=arm, seed=seed, b=b, laws=laws, train_law=train_law: _train_and_test(
+                        arm, b, train_law, laws, seed
                     ),
                 )
                 for seed in seeds
