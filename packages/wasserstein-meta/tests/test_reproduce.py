@@ -81,3 +81,21 @@ def test_a_diverged_flight_is_counted_and_fails_the_claim():
         rec, "x", "adaptive < PID", [[0.2, 0.3], [0.25, 0.2], [0.3, 0.2]], base, "o", "b", Budget()
     )
     assert rec.kwargs["held"] is True and "diverged" not in rec.kwargs["note"]
+
+
+def test_only_runs_the_named_sections(tmp_path, monkeypatch):
+    import wasserstein_meta.reproduce as rep
+
+    calls = []
+    for name in rep.SECTIONS:
+        monkeypatch.setattr(rep, f"_{name}_section", lambda *a, name=name: calls.append(name))
+    assert rep.main(["--smoke", "--out", str(tmp_path), "--only", "geometry"]) == 0
+    assert calls == ["geometry"]
+    calls.clear()
+    assert rep.main(["--smoke", "--out", str(tmp_path), "--only", "pfar", "--only", "pvtol"]) == 0
+    assert calls == ["pvtol", "pfar"]
+    calls.clear()
+    assert rep.main(["--smoke", "--out", str(tmp_path)]) == 0
+    assert calls == list(rep.SECTIONS)
+    with pytest.raises(SystemExit):
+        rep.main(["--smoke", "--out", str(tmp_path), "--only", "geom"])
