@@ -217,3 +217,24 @@ def test_learnable_atoms_are_trained_and_survive_a_round_trip():
     assert isinstance(fresh.potential.atoms, torch.nn.Parameter)
     assert torch.equal(fresh.potential.atoms, atoms)
     assert "potential._atoms" in dict(fresh.named_parameters())
+
+
+def test_a_diverged_validation_flight_scores_inf_and_is_never_kept(monkeypatch):
+    import wasserstein_meta.training as training
+    from wasserstein_meta.errors import SimulationDiverged
+
+    real = training.closed_loop
+    calls = {"val": 0}
+
+    def diverging_validation(ctrl, ens, *args, **kwargs):
+        if not torch.is_grad_enabled():  # validation flies under no_grad
+            calls["val"] += 1
+            if calls["val"] >= 2:
+                raise SimulationDiverged(0.3, [0], [0], [1.0])
+        return real(ctrl, ens, *args, **kwargs)
+
+    monkeypatch.setattr(training, "closed_loop", diverging_validation)
+    ctrl = _wb_ctrl()
+    hist = meta_train(ctrl, ENS, REFS, steps=3, lr=1e-2, **FAST)
+    assert math.isfinite(hist.val_loss[0]) and hist.val_loss[1:] == [math.inf, math.inf]
+    assert hist.best_step == 0 and hist.best_val == hist.val_loss[0]
