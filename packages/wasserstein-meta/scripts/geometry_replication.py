@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from wasserstein_meta import reproduce as rep
 
 from shared_core.cli import ReproduceArgs
-from wasserstein_meta import reproduce as rep
 
 
 def main(argv: list[str] | None = None) -> None:
