@@ -117,8 +117,9 @@ def meta_train(
     flies every (train model × train reference) pair for ``T`` s and takes one Adam step on
     ``[Σ (c_track + reg_ctrl · c_ctrl) + reg_l2 ‖(W, b)‖²] / (T · n_refs · n_models)``. The
     unregularised validation loss picks the step kept; a step whose validation flights diverge
-    scores ``inf`` (never kept; training flights that diverge still raise). ``checkpoint`` saves the controller, the
-    optimizer and the history every ``checkpoint_every`` steps; ``resume=True`` continues from it
+    scores ``inf`` (never kept; training flights that diverge still raise), and ``RuntimeError`` is
+    raised when every validation diverged. ``checkpoint`` saves the controller, the optimizer and
+    the history every ``checkpoint_every`` steps; ``resume=True`` continues from it
     and gives the same result as an uninterrupted run.
     """
     if steps < 0:
@@ -200,6 +201,12 @@ def meta_train(
             tmp.replace(path)
     if bar is not None:
         bar.close()
+    if steps > 0 and history.best_step == -1:
+        # Returning the untrained controller here would pass it off as a trained one.
+        raise RuntimeError(
+            f"every validation of meta_train's {steps} step(s) diverged (validation losses "
+            f"{history.val_loss[-5:]} ...): no step to keep; lower lr or T, or check the ensemble"
+        )
     ctrl.load_state_dict(best_state)
     with torch.no_grad():
         refresh_atoms(ctrl, ens_train, states)
