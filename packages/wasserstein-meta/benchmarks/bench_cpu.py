@@ -10,7 +10,9 @@ gains, references, winds, integrator (Heun), step, dtype (float64), one thread.
 ``torch.compile`` (``dynamic=False``) of the Quadratic forward loop against eager runs in a child
 process capped at ``--compile-cap`` seconds (compile included; 0 skips it; ``--compile-only`` runs it
 alone), on a loop of ``--compile-T`` seconds (default two Heun steps: inductor unrolls the loop, so
-its compile time grows with the steps); past the cap the line reads "over the cap" with the time.
+its compile time grows with the steps) on references built over ``--T`` seconds (a spline built
+over 0.1 s has derivatives so steep that the costs reach 1e13: a degenerate workload); past the cap
+the line reads "over the cap" with the time.
 """
 
 from __future__ import annotations
@@ -31,15 +33,17 @@ from wasserstein_meta.training import _pairs, reference_states, refresh_atoms
 from shared_core.bench import compare
 
 
-def setup(potential, pairs: int, T: float, dt: float):
+def setup(potential, pairs: int, T: float, dt: float, ref_T: float | None = None):
+    """Closed loops of ``T`` s on references built over ``ref_T`` s (default ``T``)."""
     plant = wm.systems.PFAR()
     n_models = 8
-    refs = wm.trajectories.random_splines(pairs // n_models, T=T, knot_scale=0.7, seed=0)
+    ref_T = T if ref_T is None else ref_T
+    refs = wm.trajectories.random_splines(pairs // n_models, T=ref_T, knot_scale=0.7, seed=0)
     ens = wm.OracleEnsemble(plant, wm.tasks.BetaWind().sample(n_models, 0))
     feats = wm.MLPFeatures(6, (32, 32), seed=0)
     ctrl = wm.AdaptiveController(plant, feats, potential, wm.PDGains(3, 1.0, 5.0, 5.0)).double()
     with torch.no_grad():
-        refresh_atoms(ctrl, ens, reference_states(refs, T))
+        refresh_atoms(ctrl, ens, reference_states(refs, ref_T))
     stages = reference_stages(refs, T, dt, "heun", torch.float64)
     ref_index, model_index = _pairs(len(refs), n_models)
 
@@ -59,11 +63,16 @@ def setup(potential, pairs: int, T: float, dt: float):
     return forward, forward_backward
 
 
-def _compiled_vs_eager(pairs: int, T: float, dt: float, repeats: int) -> None:
+def _compiled_vs_eager(pairs: int, T: float, ref_T: float, dt: float, repeats: int) -> None:
     """The child process of ``--compile-cap``: compile the Quadratic forward loop, time it."""
-    fwd = setup(Quadratic(), pairs, T, dt)[0]
+    fwd = setup(Quadratic(), pairs, T, dt, ref_T)[0]
+    cost = fwd()[:, 0]
     compiled = torch.compile(fwd, dynamic=False)
-    print(f"compiling the forward loop: {pairs} pairs, {round(T / dt)} Heun steps", flush=True)
+    print(
+        f"compiling the forward loop: {pairs} pairs, {round(T / dt)} Heun steps on references of "
+        f"{ref_T:g} s (eager tracking cost per pair: median {cost.median():.3g}, max {cost.max():.3g})",
+        flush=True,
+    )
     t0 = time.perf_counter()
     compiled()
     print(f"torch.compile first call (compile time) {time.perf_counter() - t0:.1f} s", flush=True)
@@ -82,7 +91,8 @@ def _compiled_vs_eager(pairs: int, T: float, dt: float, repeats: int) -> None:
 
 def _compile_with_cap(args: argparse.Namespace) -> None:
     cmd = [sys.executable, __file__, "--compile-child", "--pairs", str(args.pairs)]
-    cmd += ["--T", str(args.compile_T), "--dt", str(args.dt), "--repeats", str(args.repeats)]
+    cmd += ["--T", str(args.T), "--compile-T", str(args.compile_T), "--dt", str(args.dt)]
+    cmd += ["--repeats", str(args.repeats)]
     t0 = time.perf_counter()
     try:
         # One compile thread: inductor's worker pool would outlive a child killed at the cap.
@@ -116,7 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.compile_child:
-        _compiled_vs_eager(args.pairs, args.T, args.dt, args.repeats)
+        _compiled_vs_eager(args.pairs, args.compile_T, args.T, args.dt, args.repeats)
         return
     if args.compile_only:
         _compile_with_cap(args)

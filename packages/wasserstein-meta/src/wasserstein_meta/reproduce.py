@@ -577,7 +577,10 @@ GEOMETRY_SETTINGS = (
     GeometrySetting("unimodal, M = 5", 5, False, "the PFAR training law; only the test differs"),
     GeometrySetting("bimodal, M = 4", 4, True, "two wind regimes with a gap between them"),
     GeometrySetting(
-        "bimodal, M = 3", 3, True, "two wind regimes; two training atoms, in both regimes on some seeds"
+        "bimodal, M = 3",
+        3,
+        True,
+        "two wind regimes; two training atoms, in both regimes on some seeds",
     ),
 )
 
