@@ -11,7 +11,7 @@ gains, references, winds, integrator (Heun), step, dtype (float64), one thread.
 process capped at ``--compile-cap`` seconds (compile included; 0 skips it; ``--compile-only`` runs it
 alone), on a loop of ``--compile-T`` seconds (default two Heun steps: inductor unrolls the loop, so
 its compile time grows with the steps) on references built over ``--T`` seconds (a spline built
-over 0.1 s has derivatives so steep that the costs reach 1e13: a degenerate workload); past the cap
+over 0.1 s has derivatives so steep that the tracking costs reach 6e5 per pair: a degenerate workload); past the cap
 the line reads "over the cap" with the time.
 """
 
