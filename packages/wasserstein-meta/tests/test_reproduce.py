@@ -81,3 +81,47 @@ def test_a_diverged_flight_is_counted_and_fails_the_claim():
         rec, "x", "adaptive < PID", [[0.2, 0.3], [0.25, 0.2], [0.3, 0.2]], base, "o", "b", Budget()
     )
     assert rec.kwargs["held"] is True and "diverged" not in rec.kwargs["note"]
+
+
+def test_an_arm_identical_to_its_baseline_reads_na_not_held():
+    from wasserstein_meta.reproduce import _claim
+
+    class Recorder:
+        def claim(self, name, *args, **kwargs):
+            self.kwargs = kwargs
+
+    base = [[0.61, 0.62], [0.60, 0.63], [0.64, 0.59]]
+    rec = Recorder()
+    _claim(rec, "x", "Wasserstein ≤ Euclidean", [list(f) for f in base], base, "o", "E", Budget())
+    assert rec.kwargs["held"] is None
+    assert rec.kwargs["note"].startswith("n/a (inert arm: identical to the baseline)")
+    # A tiny but real difference is judged by the rule (a tie within the margin holds).
+    ours = [[f + 1e-4 for f in fs] for fs in base]
+    _claim(rec, "x", "Wasserstein ≤ Euclidean", ours, base, "o", "E", Budget())
+    assert rec.kwargs["held"] is True and "inert" not in rec.kwargs["note"]
+
+
+def test_help_lists_only(capsys):
+    import wasserstein_meta.reproduce as rep
+
+    with pytest.raises(SystemExit):
+        rep.main(["--help"])
+    assert "--only {pvtol,pfar,geometry}" in capsys.readouterr().out
+
+
+def test_only_runs_the_named_sections(tmp_path, monkeypatch):
+    import wasserstein_meta.reproduce as rep
+
+    calls = []
+    for name in rep.SECTIONS:
+        monkeypatch.setattr(rep, f"_{name}_section", lambda *a, name=name: calls.append(name))
+    assert rep.main(["--smoke", "--out", str(tmp_path), "--only", "geometry"]) == 0
+    assert calls == ["geometry"]
+    calls.clear()
+    assert rep.main(["--smoke", "--out", str(tmp_path), "--only", "pfar", "--only", "pvtol"]) == 0
+    assert calls == ["pvtol", "pfar"]
+    calls.clear()
+    assert rep.main(["--smoke", "--out", str(tmp_path)]) == 0
+    assert calls == list(rep.SECTIONS)
+    with pytest.raises(SystemExit):
+        rep.main(["--smoke", "--out", str(tmp_path), "--only", "geom"])

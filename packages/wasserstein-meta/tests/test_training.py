@@ -217,3 +217,48 @@ def test_learnable_atoms_are_trained_and_survive_a_round_trip():
     assert isinstance(fresh.potential.atoms, torch.nn.Parameter)
     assert torch.equal(fresh.potential.atoms, atoms)
     assert "potential._atoms" in dict(fresh.named_parameters())
+
+
+def test_a_diverged_validation_flight_scores_inf_and_is_never_kept(monkeypatch):
+    import wasserstein_meta.training as training
+    from wasserstein_meta.errors import SimulationDiverged
+
+    real = training.closed_loop
+    calls = {"val": 0}
+
+    def diverging_validation(ctrl, ens, *args, **kwargs):
+        if not torch.is_grad_enabled():  # validation flies under no_grad
+            calls["val"] += 1
+            if calls["val"] >= 2:
+                raise SimulationDiverged(0.3, [0], [0], [1.0])
+        return real(ctrl, ens, *args, **kwargs)
+
+    monkeypatch.setattr(training, "closed_loop", diverging_validation)
+    ctrl = _wb_ctrl()
+    hist = meta_train(ctrl, ENS, REFS, steps=3, lr=1e-2, **FAST)
+    assert math.isfinite(hist.val_loss[0]) and hist.val_loss[1:] == [math.inf, math.inf]
+    assert hist.best_step == 0 and hist.best_val == hist.val_loss[0]
+    # The returned weights are step 0's (one Adam step from the start), not a diverged step's.
+    monkeypatch.setattr(training, "closed_loop", real)
+    first = _wb_ctrl()
+    meta_train(first, ENS, REFS, steps=1, lr=1e-2, **FAST)
+    kept, want = ctrl.state_dict(), first.state_dict()
+    assert kept.keys() == want.keys()
+    assert all(torch.equal(kept[k], want[k]) for k in want)
+    assert not all(torch.equal(kept[k], _wb_ctrl().state_dict()[k]) for k in want)
+
+
+def test_meta_train_raises_when_every_validation_diverges(monkeypatch):
+    import wasserstein_meta.training as training
+    from wasserstein_meta.errors import SimulationDiverged
+
+    real = training.closed_loop
+
+    def diverging_validation(ctrl, ens, *args, **kwargs):
+        if not torch.is_grad_enabled():
+            raise SimulationDiverged(0.3, [0], [0], [1.0])
+        return real(ctrl, ens, *args, **kwargs)
+
+    monkeypatch.setattr(training, "closed_loop", diverging_validation)
+    with pytest.raises(RuntimeError, match="every validation"):
+        meta_train(_wb_ctrl(), ENS, REFS, steps=2, lr=1e-2, **FAST)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from wasserstein_meta.errors import SimulationDiverged
 from wasserstein_meta.simulate import (
     check_reference_attitude,
     closed_loop,
@@ -115,8 +116,10 @@ def meta_train(
     References and ensemble models are split into train and validation (``val_frac``); every step
     flies every (train model × train reference) pair for ``T`` s and takes one Adam step on
     ``[Σ (c_track + reg_ctrl · c_ctrl) + reg_l2 ‖(W, b)‖²] / (T · n_refs · n_models)``. The
-    unregularised validation loss picks the step kept. ``checkpoint`` saves the controller, the
-    optimizer and the history every ``checkpoint_every`` steps; ``resume=True`` continues from it
+    unregularised validation loss picks the step kept; a step whose validation flights diverge
+    scores ``inf`` (never kept; training flights that diverge still raise), and ``RuntimeError`` is
+    raised when every validation diverged. ``checkpoint`` saves the controller, the optimizer and
+    the history every ``checkpoint_every`` steps; ``resume=True`` continues from it
     and gives the same result as an uninterrupted run.
     """
     if steps < 0:
@@ -171,7 +174,11 @@ def meta_train(
         if (step + 1) % val_every == 0 or step + 1 == steps:
             with torch.no_grad():
                 refresh_atoms(ctrl, ens_train, states)
-                val = float(loss_on(val_pairs, st_val, r_val, ens_val, False))
+                try:
+                    val = float(loss_on(val_pairs, st_val, r_val, ens_val, False))
+                except SimulationDiverged:
+                    # A step whose held-out flights diverge is the worst step, not a failed run.
+                    val = math.inf
             if val < history.best_val:
                 history.best_val, history.best_step = val, step
                 best_state = copy.deepcopy(ctrl.state_dict())
@@ -194,6 +201,12 @@ def meta_train(
             tmp.replace(path)
     if bar is not None:
         bar.close()
+    if steps > 0 and history.best_step == -1:
+        # Returning the untrained controller here would pass it off as a trained one.
+        raise RuntimeError(
+            f"every validation of meta_train's {steps} step(s) diverged (validation losses "
+            f"{history.val_loss[-5:]} ...): no step to keep; lower lr or T, or check the ensemble"
+        )
     ctrl.load_state_dict(best_state)
     with torch.no_grad():
         refresh_atoms(ctrl, ens_train, states)
