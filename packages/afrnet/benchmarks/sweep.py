@@ -156,9 +156,11 @@ def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def report(rows: list[dict[str, Any]], out: Path) -> None:
+def report(rows: list[dict[str, Any]], out: Path, seeds: int) -> None:
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
+        if r["seed"] >= seeds:
+            continue  # a point run with more seeds is judged on the same seeds as the others
         groups.setdefault((r["fixture"], r["delta"], r["size"], r["density"]), []).append(r)
     judged = {k: judge(v) for k, v in sorted(groups.items())}
     yes = {True: "held", False: "NOT HELD"}
@@ -188,14 +190,12 @@ def _figure(judged: dict[tuple[Any, ...], dict[str, Any]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fixtures = sorted({k[0] for k in judged})
-    sizes = sorted({k[2] for k in judged})
+    panels = sorted({(k[0], k[2]) for k in judged})  # (fixture, size) pairs that were run
     densities = sorted({k[3] for k in judged})
-    fig, axes = plt.subplots(len(fixtures), len(sizes), figsize=(5 * len(sizes), 3.6 * len(fixtures)),
-                             squeeze=False, sharey=True)  # fmt: skip
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), sharey=True)
+    axes = np.atleast_1d(axes)
     colours = plt.get_cmap("tab10")
-    for (i, fixture), (j, size) in itertools.product(enumerate(fixtures), enumerate(sizes)):
-        ax = axes[i][j]
+    for ax, (fixture, size) in zip(axes, panels, strict=True):
         for c, density in enumerate(densities):
             pts = sorted(
                 (k[1], v)
@@ -217,10 +217,12 @@ def _figure(judged: dict[tuple[Any, ...], dict[str, Any]], out: Path) -> None:
             )
         ax.axhline(0.5, color="grey", lw=0.8)
         ax.set_xscale("log", base=2)
+        deltas = sorted({k[1] for k in judged})
+        ax.set_xticks(deltas, [f"{x:g}" for x in deltas])
         ax.set_title(f"{fixture} fixture, {size} subjects")
         ax.set_xlabel("Δ")
-        ax.set_ylabel("test AUC (± 2 s.e.)")
-    axes[0][-1].legend(fontsize=7)
+    axes[0].set_ylabel("test AUC (± 2 s.e. over seeds)")
+    axes[-1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "sweep_auc.png", dpi=110)
 
@@ -247,7 +249,7 @@ def main() -> None:
             args.fixtures, args.sizes, args.densities, args.deltas
         ):
             run_point(Point(fixture, delta, size, density), range(args.seeds), done, sink)
-    report(load(sink), args.out)
+    report(load(sink), args.out, args.seeds)
 
 
 if __name__ == "__main__":
