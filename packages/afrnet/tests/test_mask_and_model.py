@@ -179,3 +179,19 @@ def test_state_dict_round_trip_and_critical_pathways():
     assert graph.number_of_edges() == 5
     u, v, m = rows[0]
     assert graph[u][v]["mask"] == pytest.approx(m)
+
+
+def test_mean_mask_in_chunks_slices_the_given_features():
+    """More subjects than ``batch_size`` with precomputed features (as ``group_mask_difference``
+    passes them): each chunk gets its own subjects' features; equal to one chunk and to the mean
+    of the per-subject masks."""
+    n = 8
+    sc = torch.stack([random_sc(n, seed=s) for s in range(5)])
+    fc = torch.stack([random_fc(n, seed=s) for s in range(5)])
+    model = small_model(n)
+    feats = batch_features(sc)
+    chunked = model.mean_mask(sc, fc, batch_size=2, features=feats)
+    whole = model.mean_mask(sc, fc, batch_size=64, features=feats)
+    each = torch.stack([model.mean_mask(sc[i], fc[i]) for i in range(5)]).mean(0)
+    torch.testing.assert_close(chunked, whole)
+    torch.testing.assert_close(chunked, each)
