@@ -86,7 +86,9 @@ def oracle_auc(point: Point, cohort: Cohort, fitted: np.ndarray, test: np.ndarra
     return float(roc_auc_score(cohort.y[test], score[test]))
 
 
-def run_point(point: Point, seeds: range, done: set[tuple[Any, ...]], sink: Path) -> None:
+def run_point(
+    point: Point, seeds: range, done: set[tuple[Any, ...]], sink: Path, models: tuple[str, ...]
+) -> None:
     cohort = cohort_for(point)
     data = ConnectomeDataset(cohort.sc, cohort.fc, cohort.y)
     split = protocol_split(cohort.y, seed=DATA_SEED)
@@ -102,13 +104,14 @@ def run_point(point: Point, seeds: range, done: set[tuple[Any, ...]], sink: Path
             y = cohort.y
             fixed[name] = logistic_auc(x[fitted], y[fitted], x[split.test], y[split.test])
         _append(sink, {**base, "model": "fixed", "seed": -1, **fixed})
-    for seed, name in itertools.product(seeds, ("afrnet", "gcn")):
+    for seed, name in itertools.product(seeds, models):
         if (*point.key(), name, seed) in done:
             continue
         torch.manual_seed(seed)
-        model = AFRNet(NUM_NODES) if name == "afrnet" else DualStreamGNN(NUM_NODES, "gcn")
+        model = DualStreamGNN(NUM_NODES, "gcn") if name == "gcn" else AFRNet(NUM_NODES)
         start = time.process_time()
-        fit(model, train, val, dataclasses.replace(CONFIG, seed=seed))
+        if name != "untrained":  # the untrained AFR-Net: recovery without training (a control)
+            fit(model, train, val, dataclasses.replace(CONFIG, seed=seed))
         row = {**base, "model": name, "seed": seed, "auc": float(evaluate(model, test)["auc"]),
                "cpu_s": round(time.process_time() - start, 2)}  # fmt: skip
         if isinstance(model, AFRNet):
@@ -141,6 +144,11 @@ def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     gcn = [r["auc"] for r in by["gcn"]]
     rec = [r["recovery"] for r in by["afrnet"]]
     (am, ase), (gm, _), (rm, rse) = summarise(afr), summarise(gcn), summarise(rec)
+    untrained = sorted((r for r in rows if r["model"] == "untrained"), key=lambda r: r["seed"])
+    gain = None  # "training raises recovery" (reproduction claim 5) where the control was run
+    if len(untrained) == len(rec):
+        base = [r["recovery"] for r in untrained]
+        gain = rm - summarise(base)[0] > 2 * paired_se(rec, base)
     baselines = {"GCN": gm, "SC-only": fixed["sc_logreg"], "FC-only": fixed["fc_logreg"]}
     best = max(baselines, key=lambda k: baselines[k])
     se = paired_se(afr, gcn) if best == "GCN" else ase
@@ -153,6 +161,8 @@ def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "beats_baselines": am >= baselines[best] - 2 * se,
         "recovers": rm - 2 * rse >= RECOVERY_FACTOR * fixed["chance"],
         "null_2se": 2 * null_auc_se(*fixed["test_classes"]),
+        "raises_recovery": gain,
+        "untrained_recovery": summarise([r["recovery"] for r in untrained])[0] if untrained else None,
     }  # fmt: skip
 
 
@@ -163,18 +173,19 @@ def report(rows: list[dict[str, Any]], out: Path, seeds: int) -> None:
             continue  # a point run with more seeds is judged on the same seeds as the others
         groups.setdefault((r["fixture"], r["delta"], r["size"], r["density"]), []).append(r)
     judged = {k: judge(v) for k, v in sorted(groups.items())}
-    yes = {True: "held", False: "NOT HELD"}
+    yes = {True: "held", False: "NOT HELD", None: "not run"}
     lines = [
         "| fixture | Δ | subjects | density | AFR-Net AUC | GCN AUC | oracle | SC-only | FC-only "
-        "| recovery (chance) | learns | ≥ baselines | recovery ≥ 3× |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| recovery (chance) | learns | ≥ baselines | recovery ≥ 3× | training raises recovery |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (fixture, delta, size, density), j in judged.items():
         lines.append(
             f"| {fixture} | {delta} | {size} | {density} | {j['afrnet']:.3f} ± {j['afrnet_se']:.3f} "
             f"| {j['gcn']:.3f} ± {j['gcn_se']:.3f} | {j['oracle']:.3f} | {j['sc_logreg']:.3f} "
             f"| {j['fc_logreg']:.3f} | {j['recovery']:.3f} ± {j['recovery_se']:.3f} ({j['chance']:.3f}) "
-            f"| {yes[j['learns']]} | {yes[j['beats_baselines']]} | {yes[j['recovers']]} |"
+            f"| {yes[j['learns']]} | {yes[j['beats_baselines']]} | {yes[j['recovers']]} "
+            f"| {yes[j['raises_recovery']]} |"
         )
     (out / "table.md").write_text("\n".join(lines) + "\n")
     (out / "claims.json").write_text(
@@ -235,6 +246,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 400])
     parser.add_argument("--densities", type=float, nargs="+", default=[0.1, 0.2])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--models", nargs="+", choices=("afrnet", "gcn", "untrained"), default=["afrnet", "gcn"]
+    )
     parser.add_argument("--report", action="store_true", help="only tabulate results.jsonl")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -248,7 +262,8 @@ def main() -> None:
         for fixture, size, density, delta in itertools.product(
             args.fixtures, args.sizes, args.densities, args.deltas
         ):
-            run_point(Point(fixture, delta, size, density), range(args.seeds), done, sink)
+            point = Point(fixture, delta, size, density)
+            run_point(point, range(args.seeds), done, sink, tuple(args.models))
     report(load(sink), args.out, args.seeds)
 
 
