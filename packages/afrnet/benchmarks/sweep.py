@@ -17,6 +17,8 @@ reproduction's rules (2 s.e.): AFR-Net learns, AFR-Net >= every baseline, recove
 
     python benchmarks/sweep.py --out docs/sweep            # runs (resumes) the grid, then reports
     python benchmarks/sweep.py --out docs/sweep --report   # table + figure from results.jsonl only
+    python benchmarks/sweep.py --models untrained --sizes 800 --densities 0.2 --deltas 2.4
+        # the untrained AFR-Net's recovery at one point: "training raises recovery" is judged there
 """
 
 from __future__ import annotations
