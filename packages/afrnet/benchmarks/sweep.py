@@ -13,7 +13,8 @@ Per point: AFR-Net and the dense dual-stream GCN with the ``--quick`` budget (ba
 lr 2e-3, same split, init seeds 0..k-1), FC-only and SC-only logistic regression, an oracle that
 knows the pathway (the interaction oracle for ``coupling``; the pathway's mean SC for ``planted``),
 and AFR-Net's pathway recovery. The reproduction's claims are judged at each point with the
-reproduction's rules (2 s.e.): AFR-Net learns, AFR-Net >= every baseline, recovery >= 3x chance.
+reproduction's rules (2 s.e.; for "learns" the s.e. is at least that of a chance AUC on the
+point's one test set, as the reproduction's shuffled-label control guards it): AFR-Net learns, AFR-Net >= every baseline, recovery >= 3x chance.
 
     python benchmarks/sweep.py --out docs/sweep            # runs (resumes) the grid, then reports
     python benchmarks/sweep.py --out docs/sweep --report   # table + figure from results.jsonl only
@@ -136,21 +137,31 @@ def load(sink: Path) -> list[dict[str, Any]]:
 
 
 def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The reproduction's claims at one point, from its rows (2 s.e. rules of ``reproduce``)."""
+    """The reproduction's claims at one point, from all its rows (2 s.e. rules of ``reproduce``).
+
+    Every point has one fixed test set, so the seed-to-seed s.e. leaves out the test set's own
+    sampling noise: a score that cannot know the label (FC-only, at chance by construction) can sit
+    more than 2 seed s.e. above 0.5. "Learns" therefore needs the mean minus 2 x max(seed s.e.,
+    the s.e. of a chance AUC on this test set) above 0.5, and ">= every baseline" needs it too (a
+    tie with baselines that are all below chance is not a claim that holds).
+    """
     fixed = next(r for r in rows if r["model"] == "fixed")
     by = {
         m: sorted((r for r in rows if r["model"] == m), key=lambda r: r["seed"])
-        for m in ("afrnet", "gcn")
+        for m in ("afrnet", "gcn", "untrained")
     }
     afr = [r["auc"] for r in by["afrnet"]]
     gcn = [r["auc"] for r in by["gcn"]]
     rec = [r["recovery"] for r in by["afrnet"]]
     (am, ase), (gm, _), (rm, rse) = summarise(afr), summarise(gcn), summarise(rec)
-    untrained = sorted((r for r in rows if r["model"] == "untrained"), key=lambda r: r["seed"])
-    gain = None  # "training raises recovery" (reproduction claim 5) where the control was run
-    if len(untrained) == len(rec):
-        base = [r["recovery"] for r in untrained]
-        gain = rm - summarise(base)[0] > 2 * paired_se(rec, base)
+    null_se = null_auc_se(*fixed["test_classes"])
+    learns = am - 2 * max(ase, null_se) > 0.5
+    untrained = {r["seed"]: r["recovery"] for r in by["untrained"]}
+    gain = None  # "training raises recovery" (reproduction claim 5), on the seeds the control ran
+    if untrained:
+        pairs = [(r["recovery"], untrained[r["seed"]]) for r in by["afrnet"] if r["seed"] in untrained]
+        trained, base = [a for a, _ in pairs], [b for _, b in pairs]
+        gain = summarise(trained)[0] - summarise(base)[0] > 2 * paired_se(trained, base)
     baselines = {"GCN": gm, "SC-only": fixed["sc_logreg"], "FC-only": fixed["fc_logreg"]}
     best = max(baselines, key=lambda k: baselines[k])
     se = paired_se(afr, gcn) if best == "GCN" else ase
@@ -158,32 +169,30 @@ def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "afrnet": am, "afrnet_se": ase, "gcn": gm, "gcn_se": summarise(gcn)[1],
         "oracle": fixed["oracle"], "sc_logreg": fixed["sc_logreg"], "fc_logreg": fixed["fc_logreg"],
         "recovery": rm, "recovery_se": rse, "chance": fixed["chance"], "seeds": len(afr),
-        "best_baseline": best,
-        "learns": am - 2 * ase > 0.5,
-        "beats_baselines": am >= baselines[best] - 2 * se,
+        "null_se": null_se, "best_baseline": best,
+        "learns": learns,
+        "beats_baselines": learns and am >= baselines[best] - 2 * se,
         "recovers": rm - 2 * rse >= RECOVERY_FACTOR * fixed["chance"],
-        "null_2se": 2 * null_auc_se(*fixed["test_classes"]),
         "raises_recovery": gain,
-        "untrained_recovery": summarise([r["recovery"] for r in untrained])[0] if untrained else None,
+        "untrained_recovery": summarise(list(untrained.values()))[0] if untrained else None,
     }  # fmt: skip
 
 
-def report(rows: list[dict[str, Any]], out: Path, seeds: int) -> None:
+def report(rows: list[dict[str, Any]], out: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Judge every point on every seed results.jsonl holds for it (the seeds column says how many)."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        if r["seed"] >= seeds:
-            continue  # a point run with more seeds is judged on the same seeds as the others
         groups.setdefault((r["fixture"], r["delta"], r["size"], r["density"]), []).append(r)
     judged = {k: judge(v) for k, v in sorted(groups.items())}
     yes = {True: "held", False: "NOT HELD", None: "not run"}
     lines = [
-        "| fixture | Δ | subjects | density | AFR-Net AUC | GCN AUC | oracle | SC-only | FC-only "
+        "| fixture | Δ | subjects | density | seeds | AFR-Net AUC | GCN AUC | oracle | SC-only | FC-only "
         "| recovery (chance) | learns | ≥ baselines | recovery ≥ 3× | training raises recovery |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (fixture, delta, size, density), j in judged.items():
         lines.append(
-            f"| {fixture} | {delta} | {size} | {density} | {j['afrnet']:.3f} ± {j['afrnet_se']:.3f} "
+            f"| {fixture} | {delta} | {size} | {density} | {j['seeds']} | {j['afrnet']:.3f} ± {j['afrnet_se']:.3f} "
             f"| {j['gcn']:.3f} ± {j['gcn_se']:.3f} | {j['oracle']:.3f} | {j['sc_logreg']:.3f} "
             f"| {j['fc_logreg']:.3f} | {j['recovery']:.3f} ± {j['recovery_se']:.3f} ({j['chance']:.3f}) "
             f"| {yes[j['learns']]} | {yes[j['beats_baselines']]} | {yes[j['recovers']]} "
@@ -195,6 +204,7 @@ def report(rows: list[dict[str, Any]], out: Path, seeds: int) -> None:
     )
     print("\n".join(lines))
     _figure(judged, out)
+    return judged
 
 
 def _figure(judged: dict[tuple[Any, ...], dict[str, Any]], out: Path) -> None:
@@ -266,7 +276,7 @@ def main() -> None:
         ):
             point = Point(fixture, delta, size, density)
             run_point(point, range(args.seeds), done, sink, tuple(args.models))
-    report(load(sink), args.out, args.seeds)
+    report(load(sink), args.out)
 
 
 if __name__ == "__main__":
