@@ -159,7 +159,9 @@ def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     untrained = {r["seed"]: r["recovery"] for r in by["untrained"]}
     gain = None  # "training raises recovery" (reproduction claim 5), on the seeds the control ran
     if untrained:
-        pairs = [(r["recovery"], untrained[r["seed"]]) for r in by["afrnet"] if r["seed"] in untrained]
+        pairs = [
+            (r["recovery"], untrained[r["seed"]]) for r in by["afrnet"] if r["seed"] in untrained
+        ]
         trained, base = [a for a, _ in pairs], [b for _, b in pairs]
         gain = summarise(trained)[0] - summarise(base)[0] > 2 * paired_se(trained, base)
     baselines = {"GCN": gm, "SC-only": fixed["sc_logreg"], "FC-only": fixed["fc_logreg"]}

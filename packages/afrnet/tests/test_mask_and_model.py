@@ -203,7 +203,9 @@ def test_mean_mask_rejects_batches_of_other_lengths():
     fc = torch.stack([random_fc(n, seed=s) for s in range(4)])
     six = torch.stack([random_sc(n, seed=s) for s in range(6)])
     model = small_model(n)
-    with pytest.raises(ValueError, match=r"features holds 6 subjects.*\(6, 8, 8\).*sc holds 4.*\(4, 8, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"features holds 6 subjects.*\(6, 8, 8\).*sc holds 4.*\(4, 8, 8\)"
+    ):
         model.mean_mask(sc, fc, batch_size=2, features=batch_features(six))
     with pytest.raises(ValueError, match=r"node_mask holds 6 subjects.*sc holds 4"):
         model.mean_mask(sc, fc, batch_size=2, node_mask=torch.ones(6, n, dtype=torch.bool))

@@ -181,7 +181,7 @@ def _rows(delta: float, res: dict[str, Any]) -> list[dict[str, Any]]:
     rows.append(
         {
             "delta": delta,
-            "model": "interaction oracle (ceiling)",
+            "model": "interaction oracle (reference)",
             "test AUC": round(res["oracle_auc"], 3),
         }
     )
