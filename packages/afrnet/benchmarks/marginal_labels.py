@@ -7,7 +7,12 @@ a label in SC alone) or ``fc`` (its coupling in the FC model scaled: a label in 
 keeps the coupling label of the reproduction, which needs both. ``--epochs`` lengthens the budget
 (16 steps an epoch). Prints one JSON line per (label, model, seed).
 
+``--models afrnet_bn`` adds a **spec-departing diagnostic variant**, never a default of the package:
+AFR-Net with a BatchNorm over subjects on the pooled graph representation (before the head's
+dropout), the across-subject normalisation the GCN has and AFR-Net lacks (issue 19 diagnosis).
+
     python benchmarks/marginal_labels.py --label sc   # --label fc; --label y --epochs 24
+    python benchmarks/marginal_labels.py --label y --models afrnet afrnet_bn gcn
 """
 
 from __future__ import annotations
@@ -22,8 +27,19 @@ from afrnet.baselines import DualStreamGNN, logistic_auc, upper_triangle
 from afrnet.data import ConnectomeDataset, synthetic_cohort
 from afrnet.model import AFRNet
 from afrnet.training import TrainConfig, evaluate, fit, protocol_split, subset
+from torch import nn
 
 DATA_SEED = 20010920
+
+
+def build(name: str) -> nn.Module:
+    if name == "gcn":
+        return DualStreamGNN(32, "gcn")
+    model = AFRNet(32)
+    if name == "afrnet_bn":  # departs from the spec: normalise the pooled representation
+        head = model.prediction_head
+        head.graph_repr_dropout = nn.Sequential(nn.BatchNorm1d(64), head.graph_repr_dropout)
+    return model
 
 
 def main() -> None:
@@ -32,6 +48,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument(
         "--epochs", type=int, default=6, help="16 steps each (6: the --quick budget)"
+    )
+    parser.add_argument(
+        "--models", nargs="+", choices=("afrnet", "afrnet_bn", "gcn"), default=["afrnet", "gcn"]
     )
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -48,9 +67,9 @@ def main() -> None:
         auc = logistic_auc(feats[fitted], y[fitted], feats[split.test], y[split.test])
         print(json.dumps({"label": args.label, "model": name, "test_auc": round(auc, 3)}))
     for seed in range(args.seeds):
-        for name in ("afrnet", "gcn"):
+        for name in args.models:
             torch.manual_seed(seed)
-            model = AFRNet(32) if name == "afrnet" else DualStreamGNN(32, "gcn")
+            model = build(name)
             start = time.perf_counter()
             config = TrainConfig(epochs=args.epochs, batch_size=8, lr=2e-3, seed=seed)
             result = fit(model, train, val, config)

@@ -179,3 +179,53 @@ def test_state_dict_round_trip_and_critical_pathways():
     assert graph.number_of_edges() == 5
     u, v, m = rows[0]
     assert graph[u][v]["mask"] == pytest.approx(m)
+
+
+def test_mean_mask_in_chunks_slices_the_given_features():
+    """More subjects than ``batch_size`` with precomputed features (as ``group_mask_difference``
+    passes them): each chunk gets its own subjects' features; equal to one chunk and to the mean
+    of the per-subject masks."""
+    n = 8
+    sc = torch.stack([random_sc(n, seed=s) for s in range(5)])
+    fc = torch.stack([random_fc(n, seed=s) for s in range(5)])
+    model = small_model(n)
+    feats = batch_features(sc)
+    chunked = model.mean_mask(sc, fc, batch_size=2, features=feats)
+    whole = model.mean_mask(sc, fc, batch_size=64, features=feats)
+    each = torch.stack([model.mean_mask(sc[i], fc[i]) for i in range(5)]).mean(0)
+    torch.testing.assert_close(chunked, whole)
+    torch.testing.assert_close(chunked, each)
+
+
+def test_mean_mask_rejects_batches_of_other_lengths():
+    n = 8
+    sc = torch.stack([random_sc(n, seed=s) for s in range(4)])
+    fc = torch.stack([random_fc(n, seed=s) for s in range(4)])
+    six = torch.stack([random_sc(n, seed=s) for s in range(6)])
+    model = small_model(n)
+    with pytest.raises(
+        ValueError, match=r"features holds 6 subjects.*\(6, 8, 8\).*sc holds 4.*\(4, 8, 8\)"
+    ):
+        model.mean_mask(sc, fc, batch_size=2, features=batch_features(six))
+    with pytest.raises(ValueError, match=r"node_mask holds 6 subjects.*sc holds 4"):
+        model.mean_mask(sc, fc, batch_size=2, node_mask=torch.ones(6, n, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"fc holds 6 subjects.*sc holds 4"):
+        model.mean_mask(sc, six, batch_size=2)
+
+
+def test_mean_mask_in_chunks_slices_the_node_mask():
+    """A padded batch split into chunks: each chunk gets its own subjects' node mask (without it
+    the padded regions are isolated nodes and the routing refuses them)."""
+    big, sizes = 9, (7, 9, 9, 6)
+    sc = torch.zeros(len(sizes), big, big, dtype=torch.float64)
+    fc = torch.zeros_like(sc)
+    mask = torch.zeros(len(sizes), big, dtype=torch.bool)
+    for i, k in enumerate(sizes):
+        sc[i, :k, :k], fc[i, :k, :k], mask[i, :k] = random_sc(k, seed=i), random_fc(k, seed=i), True
+    model = small_model(big).eval()
+    chunked = model.mean_mask(sc, fc, batch_size=2, node_mask=mask)
+    each = torch.stack(
+        [model.mean_mask(sc[i], fc[i], node_mask=mask[i]) for i in range(len(sizes))]
+    ).mean(0)
+    torch.testing.assert_close(chunked, each)
+    assert chunked[7:, :].abs().sum() > 0  # the two full subjects reach the last regions

@@ -5,7 +5,8 @@ One *case* is a cohort (Δ, size, density) whose label lives in the SC-FC coupli
 untrained AFR-Net (the negative control of "training raises recovery"), AFR-Net trained on
 shuffled labels (the negative control of "AFR-Net learns"), the dual-stream MLP and dense GCN, all
 with the same budget on one fixed split; FC-only and SC-only logistic regression (at chance by
-construction of the cohort); an oracle that knows the pathway and the mechanism (the ceiling); and
+construction of the cohort); an oracle that knows the pathway and the mechanism (a
+reference, not a bound: trained models can beat it); and
 the SC mass-univariate reference (|patient-minus-control mean SC|), which finds the pathway only
 when the label sits in SC.
 """
@@ -60,7 +61,8 @@ def interaction_oracle_auc(
 ) -> float:
     """Test AUC of an oracle that knows the pathway and the mechanism: the pathway's mean SC ``s``
     and mean FC ``f`` of each subject, centred at their training medians, scored by the mismatch
-    ``-(s - s~)(f - f~)`` (patients' structure and function disagree). The ceiling of the cohort."""
+    ``-(s - s~)(f - f~)`` (patients' structure and function disagree). A reference for the
+    cohort, not a bound on it: it uses only the pathway's means, and a trained model can beat it."""
     from sklearn.metrics import roc_auc_score
 
     p = cohort.pathway

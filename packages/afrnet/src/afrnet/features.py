@@ -43,6 +43,10 @@ class GraphFeatures:
     def to(self, device: torch.device | str) -> GraphFeatures:
         return GraphFeatures(self.spd.to(device), self.paths.to(device), self.degree.to(device))
 
+    def rows(self, index: slice) -> GraphFeatures:
+        """The subjects ``index`` of batched (``[B, N, N]``) features."""
+        return GraphFeatures(self.spd[index], self.paths[index], self.degree[index])
+
     @staticmethod
     def stack(items: list[GraphFeatures]) -> GraphFeatures:
         """Stack per-subject features of equal N into a batch."""

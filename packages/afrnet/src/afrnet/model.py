@@ -324,16 +324,30 @@ class AFRNet(nn.Module):
             self.train(was_training)
 
     def mean_mask(
-        self, sc: torch.Tensor, fc: torch.Tensor, *, batch_size: int = 64, **kwargs: Any
+        self,
+        sc: torch.Tensor,
+        fc: torch.Tensor,
+        *,
+        batch_size: int = 64,
+        features: GraphFeatures | None = None,
+        node_mask: torch.Tensor | None = None,
+        **kwargs: Any,
     ) -> torch.Tensor:
-        """The routing mask averaged over subjects, as a dense symmetric ``[N, N]`` matrix."""
+        """The routing mask averaged over subjects, as a dense symmetric ``[N, N]`` matrix,
+        ``batch_size`` subjects at a time (per-subject ``features`` and ``node_mask`` follow)."""
         total = sc.new_zeros(self.num_nodes, self.num_nodes, dtype=torch.float32)
-        single = sc.dim() == 2
-        sc, fc = (sc[None], fc[None]) if single else (sc, fc)
+        if sc.dim() == 2:
+            sc, fc = sc[None], fc[None]
+            node_mask = None if node_mask is None else node_mask[None]
+            features = None if features is None else GraphFeatures.stack([features])
+        _check_batch_lengths(sc, fc=fc, node_mask=node_mask, features=features)
         for start in range(0, sc.shape[0], batch_size):
+            rows = slice(start, start + batch_size)
+            chunk = None if features is None else features.rows(rows)
             out = self.routing(
-                sc[start : start + batch_size], fc[start : start + batch_size], **kwargs
-            )
+                sc[rows], fc[rows], features=chunk,
+                node_mask=None if node_mask is None else node_mask[rows], **kwargs,
+            )  # fmt: skip
             total += out.dense(torch.cat(out.mask).float(), self.num_nodes).sum(0)
         return total / sc.shape[0]
 
@@ -364,3 +378,15 @@ class AFRNet(nn.Module):
         graph.add_nodes_from(range(self.num_nodes))
         graph.add_weighted_edges_from(rows, weight="mask")
         return graph
+
+
+def _check_batch_lengths(sc: torch.Tensor, **others: Any) -> None:
+    """Chunking slices every batched input by subject: a length that differs from ``sc``'s would
+    be cut silently (extra subjects dropped, or a short chunk), so it is an error up front."""
+    for name, value in others.items():
+        tensor = value.spd if isinstance(value, GraphFeatures) else value
+        if tensor is not None and tensor.shape[0] != sc.shape[0]:
+            raise ValueError(
+                f"{name} holds {tensor.shape[0]} subjects (shape {tuple(tensor.shape)}) but sc "
+                f"holds {sc.shape[0]} (shape {tuple(sc.shape)}); give one entry per subject"
+            )
