@@ -43,7 +43,7 @@ def test_bad_points_raise(axis, value, match):
 
 
 def test_sweep_smoke_reports_every_point_with_the_reproduction_rule(tmp_path):
-    argv = ["--smoke", "--axis", "strength", "--values", "0.6", "0.85", "--tasks", "motif",
+    argv = ["--smoke", "--axis", "strength", "--values", "0.85", "0.6", "--tasks", "motif",
             "--models", "SPU", "CNN", "--out", str(tmp_path)]  # fmt: skip
     assert main(argv) == 0
     report = Report.load(tmp_path / "sweep-strength")

@@ -85,9 +85,12 @@ def sweep(
     summary = Report("spu-dna", f"Where SPU >= a baseline holds: {axis} varied", out / f"sweep-{axis}",
                      {"axis": axis, "values": list(values), "tasks": list(tasks),
                       "models": list(models), "seed": seed, "base": f"--{size}"})  # fmt: skip
-    rows, points = [], {}
+    # computed in the order given (put --quick's own point last to reuse its finished checkpoints),
+    # reported in increasing order
+    points = {value: _point(out, base, axis, value, tasks, models, seed, size) for value in values}
+    values = sorted(values)
+    rows = []
     for value in values:
-        points[value] = _point(out, base, axis, value, tasks, models, seed, size)
         results, claims = points[value]["results"], points[value]["claims"]
         for model in models:
             rows.append({axis: value, "model": model,
