@@ -7,8 +7,8 @@ Batch 8, d = 128, 4 layers (issue 22). Per length the models run interleaved (on
 round, ``repeats`` rounds) and each model's median time is kept; tokens/s and peak memory are reported
 with the ratio of each model's time to the fastest peer's and of its memory to the leanest peer's. Peak
 memory on CUDA is ``max_memory_allocated``; on CPU, where torch keeps no such counter, each model runs one
-step in a fresh subprocess and the growth of its resident-set high-water mark (``ru_maxrss``) over that
-step is kept (``step_MiB``; activations, gradients and workspace; ``peak_rss_MiB`` is the whole process,
+step in a fresh subprocess and the growth of its resident-set high-water mark (``VmHWM``, Linux) over
+that step is kept (``step_MiB``; activations, gradients and workspace; ``peak_rss_MiB`` is the whole process,
 interpreter and libraries included). A model that runs out of memory or past ``--time-cap`` seconds is
 recorded as such, not dropped.
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -95,15 +94,29 @@ def cpu_peak(args: argparse.Namespace, name: str, length: int) -> dict[str, floa
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def _status_kib(field: str) -> int:
+    """``field`` (``VmRSS``, ``VmHWM``) of this process from /proc/self/status, in KiB (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
 def _peak_child(args: argparse.Namespace) -> None:
-    """The subprocess of :func:`cpu_peak`: build, step once, print the high-water growth."""
+    """The subprocess of :func:`cpu_peak`: build, step once, print the high-water growth.
+
+    ``ru_maxrss`` survives ``exec`` (a child forked from a large parent starts at the parent's mark),
+    so the mark is the memory map's own ``VmHWM``, reset just before the step (``clear_refs`` 5)."""
     torch.manual_seed(0)
     length = args.lengths[0]
     step = step_fn(build(args.peak_child, length, args.d_model, args.layers, args.backend),
                    args.batch, length, "cpu")  # fmt: skip
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # reset VmHWM to the current resident set
+    before = _status_kib("VmRSS")
     step()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = _status_kib("VmHWM")
     print(json.dumps({"step_MiB": (after - before) / 1024, "peak_rss_MiB": after / 1024}))
 
 
