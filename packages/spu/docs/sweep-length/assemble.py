@@ -6,48 +6,48 @@ Session 6 (2026-12-07) ran ``python -m spu_dna.sweep --axis length --values 64 2
 long_range --models SPU CNN Hyena --out OUT``; the shared machine did not let it finish. This reads
 the checkpoints it (and ``--quick``, for L = 128) wrote under exactly the sweep's keys, trains nothing,
 and reports per length and arm: each lr's validation accuracy on seed 0, the chosen lr's test
-accuracy and AUROC on seed 0, and the three-seed mean where all three seeds finished. A point or seed
-that did not finish is reported as missing.
+accuracy and AUROC on seed 0, and the three-seed mean (± 2 s.e., the package's rule) where all three
+seeds finished. A point or seed that did not finish is reported as missing.
+
+Needs mambapy installed (the checkpoints' settings record the Mamba scan) and ``OUT``, the
+(gitignored) ``--out`` folder of the ``--quick`` run the sweep was pointed at, whose ``checkpoints/``
+it reads.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
-from spu_dna.reproduce import _settings, _training_code
+from spu_dna.reproduce import _se, _settings, _training_code, _var
 from spu_dna.sweep import point_settings
 
 from shared_core.cli import parse_reproduce_args
-from shared_core.report import (
-    Report,
-    _core_source,
-    _json_default,
-    object_source_hash,
-    package_version,
-    subplots,
-)
+from shared_core.report import Report, subplots
 
 MODELS = ("SPU", "CNN", "Hyena")
 
 
+class Missing(Exception):
+    """A checkpoint the sweep did not write (that point or seed did not finish)."""
+
+
+def _raise(key: str) -> Any:
+    raise Missing(key)
+
+
 def _loader(out: str, settings: dict[str, Any]) -> Any:
-    identity = {
-        "version": package_version("spu-dna"),
-        "code": object_source_hash(_training_code()),
-        "core": [package_version("shared-core"), _core_source()],
-        "settings": settings,
-    }
+    """Reads the sweep's checkpoints through the public ``Report.cached`` (same key, settings and
+    code; its digest checked): a missing one raises :class:`Missing` instead of training."""
+    report = Report("spu-dna", "sweep point", out, settings)
 
     def load(key: str) -> dict[str, Any] | None:
-        text = json.dumps([key, identity], sort_keys=True, default=_json_default)
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        path = Path(out) / "checkpoints" / f"{key}-{digest}.json"
-        return json.loads(path.read_text())["result"] if path.exists() else None
+        try:
+            result: dict[str, Any] = report.cached(key, lambda: _raise(key), code=_training_code())
+        except Missing:
+            return None  # reported as not finished
+        return result
 
     return load
 
@@ -67,7 +67,8 @@ def _cell(load: Any, model: str, grid: list[float]) -> dict[str, Any]:
     if all(seeds):
         accs = [r["accuracy"] for r in seeds]
         row["3-seed acc"] = statistics.mean(accs)
-        row["2 s.e."] = 2 * statistics.stdev(accs) / 3**0.5
+        # the package's rule: the seed spread, floored by the binomial s.e. (reproduce._se)
+        row["2 s.e."] = 2 * _se(accs, [_var(a) for a in accs], best["n"])
     return row
 
 
