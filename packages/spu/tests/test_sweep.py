@@ -33,8 +33,10 @@ def test_points_change_only_their_setting():
     ("axis", "value", "match"),
     [
         ("width", 1, "axis must be one of"),
-        ("length", 64.5, "integer >= 32"),
-        ("length", 16, ">= 32"),
+        ("length", 64.5, "an integer in"),
+        ("length", 16, r"\[32, 8192\]"),
+        ("length", 16384, r"\[32, 8192\]"),
+        ("strength", 0.2, r"\(0.25, 1\]"),
     ],
 )
 def test_bad_points_raise(axis, value, match):
@@ -60,3 +62,25 @@ def test_sweep_smoke_reports_every_point_with_the_reproduction_rule(tmp_path):
 def test_sweep_refuses_a_strength_sweep_off_the_motif_task(tmp_path):
     with pytest.raises(SystemExit):
         main(["--smoke", "--axis", "strength", "--values", "0.6", "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--axis", "length", "--values", "64", "100000"], "--values 100000"),
+        (["--axis", "length", "--values", "64", "64.5"], "--values 64.5"),
+        (["--axis", "strength", "--tasks", "motif", "--values", "0.6", "0.1"], "--values 0.1"),
+        (["--axis", "length", "--values", "64", "--models", "SPU", "SPU -LPL"], "one baseline"),
+    ],
+)
+def test_sweep_cli_checks_every_value_before_training(tmp_path, monkeypatch, capsys, argv, match):
+    import spu_dna.sweep as sweep_module
+
+    def train(*args, **kwargs):
+        raise AssertionError("trained before every value was checked")
+
+    monkeypatch.setattr(sweep_module, "_tune_and_train", train)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--smoke", *argv, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert match in capsys.readouterr().err

@@ -35,6 +35,9 @@ from spu_dna.reproduce import _claims_accuracy, _settings, _summary, _tune_and_t
 __all__ = ["AXES", "main", "point_settings", "sweep"]
 
 AXES = ("length", "strength")
+# the longest L a sweep point accepts: --quick's protocol trains every arm at L for 192 steps on CPU,
+# and attention's time and memory grow with L^2 (8192 is the reproduction's longest timing length)
+MAX_LENGTH = 8192
 
 
 def point_settings(base: dict[str, Any], axis: str, value: float) -> dict[str, Any]:
@@ -42,8 +45,8 @@ def point_settings(base: dict[str, Any], axis: str, value: float) -> dict[str, A
     settings = copy.deepcopy(base)
     if axis == "length":
         length = int(value)
-        if length != value or length < 32:
-            raise ValueError(f"length must be an integer >= 32, got {value!r}")
+        if length != value or not 32 <= length <= MAX_LENGTH:
+            raise ValueError(f"length must be an integer in [32, {MAX_LENGTH}], got {value!r}")
         settings["length"] = length
         if length != base["length"]:  # --quick's own point keeps its settings (and checkpoints)
             settings["task_options"] = {"periodic": {"segment": (length // 2, length)}}
@@ -139,12 +142,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="base it on --smoke (for tests)")
     args = parser.parse_args(argv)
-    if "SPU" not in args.models or len(args.models) < 2:
-        parser.error("--models must hold SPU and at least one other arm")
+    if "SPU" not in args.models or not set(args.models) & set(BASELINE_NAMES):
+        parser.error(
+            f"--models must hold SPU and at least one baseline of {list(BASELINE_NAMES)}, "
+            f"got {args.models}"
+        )
     if args.axis == "strength" and args.tasks != ["motif"]:
         parser.error("--axis strength varies the motif PWM: pass --tasks motif")
     if any(not math.isfinite(v) for v in args.values):
         parser.error(f"--values must be finite, got {args.values}")
+    base = _settings(parse_reproduce_args(["--smoke" if args.smoke else "--quick"]))
+    for value in args.values:  # every point checked before any is trained
+        try:
+            point_settings(base, args.axis, value)
+        except ValueError as error:
+            parser.error(f"--values {value:g}: {error}")
     import torch
 
     torch.set_num_threads(1)
