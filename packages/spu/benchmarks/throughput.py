@@ -188,6 +188,22 @@ def scaling_checks(args: argparse.Namespace, rows: list[dict[str, Any]]) -> list
     return checks
 
 
+def _memory_only(args: argparse.Namespace) -> int:
+    """Each model's step memory at each length on CPU (one fresh subprocess each), as JSON rows."""
+    rows = [{"model": name, "L": length, **cpu_peak(args, name, length)}
+            for length in args.lengths for name in args.models]  # fmt: skip
+    _write(args, {"device": "cpu", "settings": vars(args), "rows": rows})
+    return 0
+
+
+def _write(args: argparse.Namespace, result: dict[str, object]) -> None:
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 8192, 16384, 32768])
@@ -204,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--no-cpu-memory", dest="cpu_memory", action="store_false",
                         help="on CPU, skip the per-model memory subprocesses")  # fmt: skip
+    parser.add_argument("--memory-only", action="store_true",
+                        help="CPU: only each model's step memory (cpu_peak), no timing")  # fmt: skip
     parser.add_argument("--peak-child", help=argparse.SUPPRESS)  # the subprocess of cpu_peak
     args = parser.parse_args(argv)
     if args.threads:
@@ -211,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.peak_child:
         _peak_child(args)
         return 0
+    if args.memory_only:
+        return _memory_only(args)
     rows = []
     for length in args.lengths:
         rows += measure_length(args, length)
@@ -218,11 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = scaling_checks(args, rows)
     result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
               "settings": vars(args), "rows": rows, "scaling": checks}  # fmt: skip
-    text = json.dumps(result, indent=2, default=str)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    _write(args, result)
     return 0 if all(c["ok"] for c in checks) else 1
 
 

@@ -77,3 +77,22 @@ def test_ratios_are_to_the_fastest_and_leanest_peer_spu_excluded():
     bench._ratios(rows)
     assert [r.get("time_over_fastest_peer") for r in rows] == [0.5, 2.0, 1.0, None]
     assert [r.get("memory_over_leanest_peer") for r in rows] == [0.25, 1.0, 2.0, None]
+
+
+def test_memory_only_probes_each_model_and_length_without_timing(tmp_path, monkeypatch, capsys):
+    bench = _load("throughput")
+    probed = []
+
+    def peak(args, name, length):
+        probed.append((name, length))
+        return {"step_MiB": float(length), "peak_rss_MiB": 2.0 * length}
+
+    monkeypatch.setattr(bench, "cpu_peak", peak)
+    monkeypatch.setattr(bench, "measure_length", lambda *a: pytest.fail("timed in --memory-only"))
+    out = tmp_path / "mem.json"
+    argv = ["--memory-only", "--device", "cpu", "--lengths", "64", "--models", "SPU", "Hyena"]
+    assert bench.main([*argv, "--out", str(out)]) == 0
+    assert probed == [("SPU", 64), ("Hyena", 64)]
+    assert json.loads(out.read_text())["rows"][1] == {
+        "model": "Hyena", "L": 64, "step_MiB": 64.0, "peak_rss_MiB": 128.0
+    }
