@@ -94,5 +94,8 @@ def test_memory_only_probes_each_model_and_length_without_timing(tmp_path, monke
     assert bench.main([*argv, "--out", str(out)]) == 0
     assert probed == [("SPU", 64), ("Hyena", 64)]
     assert json.loads(out.read_text())["rows"][1] == {
-        "model": "Hyena", "L": 64, "step_MiB": 64.0, "peak_rss_MiB": 128.0
+        "model": "Hyena",
+        "L": 64,
+        "step_MiB": 64.0,
+        "peak_rss_MiB": 128.0,
     }

@@ -29,7 +29,9 @@ from shared_core.report import Report
 
 
 def _missing(key: str) -> NoReturn:
-    raise FileNotFoundError(f"no valid checkpoint {key!r} under the --quick out folder (trains nothing)")
+    raise FileNotFoundError(
+        f"no valid checkpoint {key!r} under the --quick out folder (trains nothing)"
+    )
 
 
 def load(report: Report, key: str) -> dict[str, Any]:
