@@ -4,9 +4,13 @@
     python packages/spu/benchmarks/throughput.py --lengths 1024 2048 4096 --repeats 3   # CPU
 
 Batch 8, d = 128, 4 layers (issue 22). Per length the models run interleaved (one step of each per
-round, ``repeats`` rounds) and each model's median time is kept; tokens/s and peak memory (CUDA: ``max_memory_allocated``; CPU: not
-measured) are reported with the ratio of each model's time to the fastest peer's. A model that runs out
-of memory or past ``--time-cap`` seconds is recorded as such, not dropped.
+round, ``repeats`` rounds) and each model's median time is kept; tokens/s and peak memory are reported
+with the ratio of each model's time to the fastest peer's and of its memory to the leanest peer's. Peak
+memory on CUDA is ``max_memory_allocated``; on CPU, where torch keeps no such counter, each model runs one
+step in a fresh subprocess and the growth of its resident-set high-water mark (``VmHWM``, Linux) over
+that step is kept (``step_MiB``; activations, gradients and workspace; ``peak_rss_MiB`` is the whole process,
+interpreter and libraries included). A model that runs out of memory or past ``--time-cap`` seconds is
+recorded as such, not dropped.
 
 Then checks that SPU's time(2L)/time(L) <= 2.4 for every L >= 4 k with 2L measured too (spec section
 6): one model timed at L and 2L interleaved (``shared_core.bench.compare``), the median of per-pair
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 from typing import Any
 
@@ -71,6 +76,62 @@ def _timed(args: argparse.Namespace, step: Any, row: dict[str, Any]) -> float | 
         return None
 
 
+def _child_argv(args: argparse.Namespace, name: str, length: int) -> list[str]:
+    return [sys.executable, __file__, "--peak-child", name, "--lengths", str(length),
+            "--batch", str(args.batch), "--d-model", str(args.d_model),
+            "--layers", str(args.layers), "--backend", args.backend, "--device", "cpu",
+            "--threads", str(args.threads)]  # fmt: skip
+
+
+def cpu_peak(args: argparse.Namespace, name: str, length: int) -> dict[str, float]:
+    """``{"step_MiB", "peak_rss_MiB"}`` of one forward + backward of ``name`` on CPU, measured in a
+    fresh process so that no other model's high-water mark counts (see the module docstring)."""
+    done = subprocess.run(
+        _child_argv(args, name, length), capture_output=True, text=True, timeout=args.time_cap + 600
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"memory probe of {name} at L={length} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _status_kib(field: str) -> int:
+    """``field`` (``VmRSS``, ``VmHWM``) of this process from /proc/self/status, in KiB (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _peak_child(args: argparse.Namespace) -> None:
+    """The subprocess of :func:`cpu_peak`: build, step once, print the high-water growth.
+
+    ``ru_maxrss`` survives ``exec`` (a child forked from a large parent starts at the parent's mark),
+    so the mark is the memory map's own ``VmHWM``, reset just before the step (``clear_refs`` 5)."""
+    torch.manual_seed(0)
+    length = args.lengths[0]
+    step = step_fn(build(args.peak_child, length, args.d_model, args.layers, args.backend),
+                   args.batch, length, "cpu")  # fmt: skip
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # reset VmHWM to the current resident set
+    before = _status_kib("VmRSS")
+    step()
+    after = _status_kib("VmHWM")
+    print(json.dumps({"step_MiB": (after - before) / 1024, "peak_rss_MiB": after / 1024}))
+
+
+def _ratios(rows: list[dict[str, Any]]) -> None:
+    """Each model's time over the fastest peer's and memory over the leanest peer's (SPU excluded
+    from the peers)."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    for key, ratio in (("seconds", "time_over_fastest_peer"), ("peak_GiB", "memory_over_leanest_peer"),
+                       ("step_MiB", "memory_over_leanest_peer")):  # fmt: skip
+        peers = [r[key] for r in ok if r["model"] != "SPU" and key in r]
+        for row in ok:
+            if key in row:
+                row[ratio] = row[key] / min(peers) if peers and min(peers) > 0 else float("nan")
+
+
 def measure_length(args: argparse.Namespace, length: int) -> list[dict[str, Any]]:
     """Every model at one length, interleaved: warm-up (and time-cap probe), then rounds."""
     rows, steps, times = [], {}, {}
@@ -99,10 +160,9 @@ def measure_length(args: argparse.Namespace, length: int) -> list[dict[str, Any]
         if row["status"] == "ok":
             row["seconds"] = statistics.median(times[row["model"]])
             row["tokens_per_s"] = args.batch * length / row["seconds"]
-    peers = [r["seconds"] for r in rows if r["status"] == "ok" and r["model"] != "SPU"]
-    for row in rows:
-        if row["status"] == "ok":
-            row["time_over_fastest_peer"] = row["seconds"] / min(peers) if peers else float("nan")
+            if args.device == "cpu" and args.cpu_memory:
+                row.update(cpu_peak(args, row["model"], length))
+    _ratios(rows)
     return rows
 
 
@@ -128,6 +188,22 @@ def scaling_checks(args: argparse.Namespace, rows: list[dict[str, Any]]) -> list
     return checks
 
 
+def _memory_only(args: argparse.Namespace) -> int:
+    """Each model's step memory at each length on CPU (one fresh subprocess each), as JSON rows."""
+    rows = [{"model": name, "L": length, **cpu_peak(args, name, length)}
+            for length in args.lengths for name in args.models]  # fmt: skip
+    _write(args, {"device": "cpu", "settings": vars(args), "rows": rows})
+    return 0
+
+
+def _write(args: argparse.Namespace, result: dict[str, object]) -> None:
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 8192, 16384, 32768])
@@ -141,7 +217,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--scaling-min", type=int, default=4096, help="check 2L/L from this L")
     parser.add_argument("--out", help="write the rows as JSON here")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--no-cpu-memory", dest="cpu_memory", action="store_false",
+                        help="on CPU, skip the per-model memory subprocesses")  # fmt: skip
+    parser.add_argument("--memory-only", action="store_true",
+                        help="CPU: only each model's step memory (cpu_peak), no timing")  # fmt: skip
+    parser.add_argument("--peak-child", help=argparse.SUPPRESS)  # the subprocess of cpu_peak
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.peak_child:
+        _peak_child(args)
+        return 0
+    if args.memory_only:
+        return _memory_only(args)
     rows = []
     for length in args.lengths:
         rows += measure_length(args, length)
@@ -149,11 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = scaling_checks(args, rows)
     result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
               "settings": vars(args), "rows": rows, "scaling": checks}  # fmt: skip
-    text = json.dumps(result, indent=2, default=str)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    _write(args, result)
     return 0 if all(c["ok"] for c in checks) else 1
 
 

@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -18,7 +20,8 @@ def test_throughput_reports_ratios_and_caps(tmp_path, capsys):
     bench = _load("throughput")
     out = tmp_path / "t.json"
     args = ["--lengths", "32", "64", "--models", "SPU", "Hyena", "Transformer", "--d-model", "16",
-            "--layers", "1", "--batch", "2", "--repeats", "1", "--out", str(out)]  # fmt: skip
+            "--layers", "1", "--batch", "2", "--repeats", "1", "--no-cpu-memory",
+            "--out", str(out)]  # fmt: skip
     assert bench.main(args) == 0
     rows = json.loads(out.read_text())["rows"]
     assert {r["model"] for r in rows} == {"SPU", "Hyena", "Transformer"}
@@ -51,3 +54,48 @@ def test_genomic_benchmarks_skips_without_data_and_reads_the_cache_layout(tmp_pa
     assert bench.main(args) == 0
     result = json.loads(capsys.readouterr().out)["results"]["demo_human_or_worm"]
     assert result["n_test"] == 12 and 0 <= result["accuracy"] <= 1
+
+
+@pytest.mark.slow  # two subprocesses that import torch and transformers
+def test_cpu_peak_memory_is_measured_in_a_subprocess_and_grows_with_the_batch():
+    bench = _load("throughput")
+    args = bench.argparse.Namespace(
+        batch=1, d_model=32, layers=1, backend="torch", threads=1, time_cap=60.0
+    )
+    small = bench.cpu_peak(args, "Hyena", 4096)
+    args.batch = 16
+    large = bench.cpu_peak(args, "Hyena", 4096)
+    assert 0 <= small["step_MiB"] < large["step_MiB"] <= large["peak_rss_MiB"]
+
+
+def test_ratios_are_to_the_fastest_and_leanest_peer_spu_excluded():
+    bench = _load("throughput")
+    rows = [{"model": "SPU", "status": "ok", "seconds": 1.0, "step_MiB": 10.0},
+            {"model": "Hyena", "status": "ok", "seconds": 4.0, "step_MiB": 40.0},
+            {"model": "Mamba", "status": "ok", "seconds": 2.0, "step_MiB": 80.0},
+            {"model": "Transformer", "status": "out of memory"}]  # fmt: skip
+    bench._ratios(rows)
+    assert [r.get("time_over_fastest_peer") for r in rows] == [0.5, 2.0, 1.0, None]
+    assert [r.get("memory_over_leanest_peer") for r in rows] == [0.25, 1.0, 2.0, None]
+
+
+def test_memory_only_probes_each_model_and_length_without_timing(tmp_path, monkeypatch, capsys):
+    bench = _load("throughput")
+    probed = []
+
+    def peak(args, name, length):
+        probed.append((name, length))
+        return {"step_MiB": float(length), "peak_rss_MiB": 2.0 * length}
+
+    monkeypatch.setattr(bench, "cpu_peak", peak)
+    monkeypatch.setattr(bench, "measure_length", lambda *a: pytest.fail("timed in --memory-only"))
+    out = tmp_path / "mem.json"
+    argv = ["--memory-only", "--device", "cpu", "--lengths", "64", "--models", "SPU", "Hyena"]
+    assert bench.main([*argv, "--out", str(out)]) == 0
+    assert probed == [("SPU", 64), ("Hyena", 64)]
+    assert json.loads(out.read_text())["rows"][1] == {
+        "model": "Hyena",
+        "L": 64,
+        "step_MiB": 64.0,
+        "peak_rss_MiB": 128.0,
+    }

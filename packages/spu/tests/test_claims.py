@@ -5,6 +5,7 @@ import spu_dna.reproduce as reproduce
 from spu_dna.data.synthetic import bag_of_motifs_ceiling
 from spu_dna.experiments import MODELS, TASKS
 
+from shared_core.cli import parse_reproduce_args
 from shared_core.report import Report
 
 N = 512  # test sequences per task, as in --quick
@@ -122,6 +123,47 @@ def test_cnn_claim_held_at_the_ceiling_not_above_it(tmp_path):
     assert control.held is True and cnn.held is True
     _, cnn = _long_range(tmp_path, 0.95, min(ceiling + 0.15, 0.99)).values()
     assert cnn.held is False
+
+
+def test_cnn_claim_not_held_when_its_auroc_beats_the_ceiling(tmp_path):
+    # a collapsed threshold: accuracy at the class fraction, yet it ranks above any position-free model
+    _, cnn = _long_range(tmp_path, 0.95, _cell(0.5, auroc=0.815)).values()
+    assert cnn.held is False and "AUROC (0.815)" in cnn.note
+
+
+def test_lr_is_chosen_on_validation_not_on_test(tmp_path, monkeypatch):
+    """The stub's validation-best lr (1e-3) is its test-worst: selection by test would pick 3e-3."""
+    calls = []
+
+    def run_one(model, task, settings, seed, lr):
+        calls.append((seed, lr))
+        best_on_val = lr == 1e-3
+        return {"accuracy": 0.6 if best_on_val else 0.9, "val_accuracy": 0.8 if best_on_val else 0.7,
+                "auroc": 0.7, "n": N, "lr": lr, "seconds_per_epoch": 1.0, "params": 1}  # fmt: skip
+
+    monkeypatch.setattr(reproduce, "run_one", run_one)
+    settings = {"lr_grid": [1e-3, 3e-3], "seeds": 2}
+    runs = reproduce._tune_and_train(
+        Report("spu-dna", "test", tmp_path, settings), settings, 0, tasks=["motif"], models=["SPU"]
+    )
+    assert [r["lr"] for r in runs["SPU", "motif"]] == [1e-3, 1e-3]
+    assert calls == [(0, 1e-3), (0, 3e-3), (1, 1e-3)]
+
+
+def test_a_constant_predictor_is_flagged_in_the_comparison(tmp_path):
+    settings = reproduce._settings(parse_reproduce_args(["--smoke"]))
+    val, test = reproduce.class_fractions("motif", settings, 0)
+    n_val, n_test = settings["n_val"], settings["n_test"]
+    assert 0 < val < 1 and 0 < test < 1
+    assert val * n_val == round(val * n_val) and test * n_test == round(test * n_test)
+    run = {"accuracy": test, "val_accuracy": 1 - val, "n": n_test}  # always the other class on val
+    assert reproduce._constant([run], [(val, test)], n_val) is True
+    run["accuracy"] = test + 1 / n_test  # one sequence off the fraction: not constant
+    assert reproduce._constant([run], [(val, test)], n_val) is False
+    results = _results(**_all_tasks("SPU", 0.8))
+    results["CNN"]["motif"]["constant"] = True
+    claim = _versus(_claims(tmp_path, reproduce._claims_accuracy, results, ["CNN"]), "CNN")
+    assert "CNN is a constant predictor on motif" in claim.note
 
 
 @pytest.mark.parametrize(

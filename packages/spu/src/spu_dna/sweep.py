@@ -1,0 +1,170 @@
+"""Where a claim holds: one setting of the ``--quick`` reproduction varied, a few arms retrained.
+
+    python -m spu_dna.sweep --axis length --values 64 128 256 --models SPU CNN [--out DIR] [--smoke]
+
+Issue 22: where a claim fails, vary the sequence length, the signal strength or the model size to find
+where it holds, and report it honestly if nowhere. Each point of the sweep is the ``--quick`` protocol
+(the same lr grid chosen on validation, the same seeds, the same claim rules of
+:mod:`spu_dna.reproduce`) with one setting changed, on the arms named; the point equal to ``--quick``
+reuses that run's checkpoints when ``--out`` is the same folder (the sweep's report goes to
+``--out``/sweep-<axis>). Axes:
+
+- ``length``: the sequence length L (the long-range gap stays > L / 2; the periodic segment L/2-L bp).
+- ``strength``: the motif PWM's consensus probability (:func:`~spu_dna.data.synthetic.random_pwm`;
+  0.85 in ``--quick``), on the motif task only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared_core.cli import parse_reproduce_args
+from shared_core.report import Report
+from spu_dna.data.synthetic import random_pwm
+from spu_dna.experiments import BASELINE_NAMES, MODELS, TASKS
+from spu_dna.reproduce import _claims_accuracy, _settings, _summary, _tune_and_train
+
+__all__ = ["AXES", "main", "point_settings", "sweep"]
+
+AXES = ("length", "strength")
+# the longest L a sweep point accepts: --quick's protocol trains every arm at L for 192 steps on CPU,
+# and attention's time and memory grow with L^2 (8192 is the reproduction's longest timing length)
+MAX_LENGTH = 8192
+
+
+def point_settings(base: dict[str, Any], axis: str, value: float) -> dict[str, Any]:
+    """``base`` (the ``--quick`` settings) with ``axis`` set to ``value``."""
+    settings = copy.deepcopy(base)
+    if axis == "length":
+        length = int(value)
+        if length != value or not 32 <= length <= MAX_LENGTH:
+            raise ValueError(f"length must be an integer in [32, {MAX_LENGTH}], got {value!r}")
+        settings["length"] = length
+        if length != base["length"]:  # --quick's own point keeps its settings (and checkpoints)
+            settings["task_options"] = {"periodic": {"segment": (length // 2, length)}}
+    elif axis == "strength":
+        if np.array_equal(random_pwm(strength=float(value)), random_pwm()):
+            return settings  # --quick's own PWM: its settings (and checkpoints)
+        settings["task_options"] = {
+            **settings["task_options"], "motif": {"pwm": random_pwm(strength=float(value))},
+        }  # fmt: skip
+    else:
+        raise ValueError(f"axis must be one of {AXES}, got {axis!r}")
+    return settings
+
+
+def _point(
+    out: Path, base: dict[str, Any], axis: str, value: float, tasks: Sequence[str],
+    models: Sequence[str], seed: int, size: str,
+) -> dict[str, Any]:  # fmt: skip
+    """Train the arms at one point; its per-model summary and the accuracy claims' verdicts."""
+    settings = point_settings(base, axis, value)
+    if settings == base:
+        report_settings = {**base, "seed": seed, "size": size}  # reproduce.open_report's
+    else:
+        report_settings = {**settings, "seed": seed, "size": size, "sweep": [axis, value]}
+    report = Report("spu-dna", "sweep point", out, report_settings)
+    results = _summary(_tune_and_train(report, settings, seed, tasks=tasks, models=models))
+    scratch = Report("spu-dna", "claims at one point", out, report_settings)
+    _claims_accuracy(scratch, results, [m for m in models if m in BASELINE_NAMES], tasks)
+    return {"results": results, "claims": scratch.claims}
+
+
+def sweep(
+    out: Path, axis: str, values: Sequence[float], tasks: Sequence[str], models: Sequence[str],
+    seed: int = 0, size: str = "quick",
+) -> Report:  # fmt: skip
+    """The sweep's report: per point the arms' scores and the verdicts of ``SPU >= <arm>``, a
+    figure of accuracy against ``axis``. ``size="smoke"`` bases it on ``--smoke`` (for tests)."""
+    base = _settings(parse_reproduce_args([f"--{size}"]))
+    summary = Report("spu-dna", f"Where SPU >= a baseline holds: {axis} varied", out / f"sweep-{axis}",
+                     {"axis": axis, "values": list(values), "tasks": list(tasks),
+                      "models": list(models), "seed": seed, "base": f"--{size}"})  # fmt: skip
+    # computed in the order given (put --quick's own point last to reuse its finished checkpoints),
+    # reported in increasing order
+    points = {value: _point(out, base, axis, value, tasks, models, seed, size) for value in values}
+    values = sorted(values)
+    rows = []
+    for value in values:
+        results, claims = points[value]["results"], points[value]["claims"]
+        for model in models:
+            rows.append({axis: value, "model": model,
+                         **{f"{t} acc": f"{results[model][t]['accuracy']:.3f} ± "
+                                        f"{2 * results[model][t]['se']:.3f}" for t in tasks},
+                         **{f"{t} AUROC": results[model][t]["auroc"] for t in tasks},
+                         "lr": "/".join(f"{results[model][t]['lr']:g}" for t in tasks)})  # fmt: skip
+        for claim in claims:  # each point's verdicts, under the rules of the reproduction
+            summary.claims.append(
+                dataclasses.replace(claim, name=f"{axis} = {value:g}: {claim.name}")
+            )
+    summary.table("per point: test accuracy (mean over seeds ± 2 s.e.) and AUROC", rows)
+    _figure(summary, axis, values, points, tasks, models)
+    return summary
+
+
+def _figure(
+    report: Report, axis: str, values: Sequence[float], points: dict[float, Any],
+    tasks: Sequence[str], models: Sequence[str],
+) -> None:  # fmt: skip
+    from shared_core.report import subplots
+
+    fig, axes = subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3), squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=True):
+        for model in models:
+            cells = [points[v]["results"][model][task] for v in values]
+            ax.errorbar(values, [c["accuracy"] for c in cells],
+                        yerr=[2 * c["se"] for c in cells], marker="o", capsize=3, label=model)  # fmt: skip
+        ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+        ax.set_title(task)
+        ax.set_xlabel(axis)
+        if axis == "length":
+            ax.set_xscale("log", base=2)
+    axes[0][0].set_ylabel("test accuracy (± 2 s.e.)")
+    axes[0][-1].legend(fontsize=7)
+    report.figure(f"sweep-{axis}", fig, f"test accuracy against {axis} (mean over seeds ± 2 s.e.)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--axis", choices=AXES, required=True)
+    parser.add_argument("--values", type=float, nargs="+", required=True)
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=["SPU", "CNN"])
+    parser.add_argument("--out", type=Path, default=Path("reproduce-out"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="base it on --smoke (for tests)")
+    args = parser.parse_args(argv)
+    if "SPU" not in args.models or not set(args.models) & set(BASELINE_NAMES):
+        parser.error(
+            f"--models must hold SPU and at least one baseline of {list(BASELINE_NAMES)}, "
+            f"got {args.models}"
+        )
+    if args.axis == "strength" and args.tasks != ["motif"]:
+        parser.error("--axis strength varies the motif PWM: pass --tasks motif")
+    if any(not math.isfinite(v) for v in args.values):
+        parser.error(f"--values must be finite, got {args.values}")
+    base = _settings(parse_reproduce_args(["--smoke" if args.smoke else "--quick"]))
+    for value in args.values:  # every point checked before any is trained
+        try:
+            point_settings(base, args.axis, value)
+        except ValueError as error:
+            parser.error(f"--values {value:g}: {error}")
+    import torch
+
+    torch.set_num_threads(1)
+    size = "smoke" if args.smoke else "quick"
+    report = sweep(args.out, args.axis, args.values, args.tasks, args.models, args.seed, size)
+    print(report.write())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
