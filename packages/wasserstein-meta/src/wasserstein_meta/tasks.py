@@ -62,3 +62,24 @@ class MixtureWind:
         which = rng.choice(len(self.components), size=n, p=np.asarray(self.weights))
         draws = np.stack([c.sample(n, rng) for c in self.components])
         return draws[which, np.arange(n)]
+
+    def sample_stratified(
+        self, n: int, seed: int | np.random.Generator = 0, order: list[int] | None = None
+    ) -> np.ndarray:
+        """``n`` wind speeds, the components dealt round-robin along ``order`` (default
+        ``0..n−1``) from a random first component: any ``k`` consecutive positions of ``order``
+        cover ``min(k, C)`` components. Put the indices meta-training keeps first and every
+        component gets a training task once they number at least ``C``. Equal weights only (the
+        deal is balanced, not proportional)."""
+        if len(set(self.weights)) != 1:
+            raise ValueError(f"stratified sampling needs equal weights, got {self.weights}")
+        order = list(range(n)) if order is None else list(order)
+        if sorted(order) != list(range(n)):
+            raise ValueError(f"order must be a permutation of 0..{n - 1}, got {order}")
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        C = len(self.components)
+        start = int(rng.integers(C))
+        which = np.empty(n, dtype=int)
+        which[order] = (start + np.arange(n)) % C
+        draws = np.stack([c.sample(n, rng) for c in self.components])
+        return draws[which, np.arange(n)]

@@ -86,10 +86,23 @@ def feature_l2(ctrl) -> torch.Tensor:
     return total
 
 
+# The share of references and ensemble models meta-training holds out for validation.
+VAL_FRAC = 0.25
+
+
 def _split(n: int, frac: float, rng: np.random.Generator) -> tuple[list[int], list[int]]:
     perm = rng.permutation(n).tolist()
     n_val = max(1, round(frac * n)) if n > 1 else 0
     return sorted(perm[n_val:]), sorted(perm[:n_val]) or sorted(perm)
+
+
+def train_val_split(
+    n_refs: int, n_models: int, val_frac: float, seed: int
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """``meta_train``'s split: train and validation references, then train and validation
+    ensemble models (a stratified ensemble needs the models meta-training keeps)."""
+    rng = np.random.default_rng(seed)
+    return (*_split(n_refs, val_frac, rng), *_split(n_models, val_frac, rng))
 
 
 def meta_train(
@@ -103,7 +116,7 @@ def meta_train(
     integrator: str = "rk4",
     reg_ctrl: float = 1e-3,
     reg_l2: float = 1e-4,
-    val_frac: float = 0.25,
+    val_frac: float = VAL_FRAC,
     val_every: int = 1,
     seed: int = 0,
     checkpoint: str | Path | None = None,
@@ -128,9 +141,9 @@ def meta_train(
         raise ValueError("refs must hold at least one reference trajectory, got none")
     if not 0 <= val_frac < 1:
         raise ValueError(f"val_frac must lie in [0, 1), got {val_frac}")
-    rng = np.random.default_rng(seed)
-    train_refs, val_refs = _split(len(refs), val_frac, rng)
-    train_models, val_models = _split(ensemble.n_models, val_frac, rng)
+    train_refs, val_refs, train_models, val_models = train_val_split(
+        len(refs), ensemble.n_models, val_frac, seed
+    )
     ens_train, ens_val = ensemble.subset(train_models), ensemble.subset(val_models)
     r_train, r_val = [refs[i] for i in train_refs], [refs[i] for i in val_refs]
     check_reference_attitude(list(refs), T, dt)
