@@ -16,7 +16,8 @@ from antic_compress.fields import (
 )
 from antic_compress.normalizers import MinMaxNormalizer, WelfordNormalizer
 
-X = torch.rand(257, 2) * 6.0
+# Own generator: the global RNG's state at import depends on which test modules were collected first.
+X = torch.rand(257, 2, generator=torch.Generator().manual_seed(0)) * 6.0
 
 
 @pytest.mark.parametrize("cls", [MLPPlus, MLP, SIREN])
@@ -31,8 +32,16 @@ def test_fresh_lora_is_bit_identical(cls):
     assert torch.equal(model(X), before)
 
 
+# Merging reorders float32 sums: (W + BA)x against Wx + B(Ax). Over 200 random inits the largest
+# output gap was 1.5e-6 (2.5 % of inits exceed 1e-6); a merge that drops or doubles BA moves it by > 1e-2.
+MERGE_ROUNDING = 5e-6
+
+
 def trained_lora(seed=0):
-    model = add_lora(MLPPlus(hidden=16, layers=3, fourier_dim=16), rank=4, seed=1)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        base = MLPPlus(hidden=16, layers=3, fourier_dim=16)
+    model = add_lora(base, rank=4, seed=1)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for layer in model.hidden_layers:
@@ -48,7 +57,7 @@ def test_merge_then_remove_matches_adapters():
     )  # the delta matters
     remove_lora(model, merge=True)
     assert not any(isinstance(layer, LoRALinear) for layer in model.hidden_layers)
-    assert (model(X) - with_adapters).abs().max() <= 1e-6
+    assert (model(X) - with_adapters).abs().max() <= MERGE_ROUNDING
 
 
 def test_apply_lora_state_folds_the_stored_factors():
@@ -57,7 +66,7 @@ def test_apply_lora_state_folds_the_stored_factors():
     assert set(factors) == {f"hidden_layers.{i}.lora_{ab}" for i in range(3) for ab in "ab"}
     plain = remove_lora(trained_lora(), merge=False)
     apply_lora_state(plain, factors)
-    assert (plain(X) - model(X)).abs().max() <= 1e-6
+    assert (plain(X) - model(X)).abs().max() <= MERGE_ROUNDING
 
 
 @pytest.mark.parametrize("rank", [0, 17, -1])
