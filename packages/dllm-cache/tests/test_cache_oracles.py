@@ -236,18 +236,23 @@ def _manual_adaptive_step(parts, h, cos, sin, old, P, k, refresh_prompt, refresh
     return out, K, V, A, Fc, chosen
 
 
+def _moved_inputs(model, seed: int, P: int, R: int):
+    """Layer 1's parts, an input ``h0``, an input ``h1`` where every row moved (prompt included),
+    and the rotary tables for ``P + R`` positions: one cached step's worth of inputs."""
+    block = model.model.transformer["blocks"][1]
+    g = torch.Generator().manual_seed(seed)
+    h0 = torch.randn(2, P + R, 32, generator=g)
+    h1 = h0 + 0.5 * torch.randn(h0.shape, generator=g)
+    sin, cos = block.rotary_emb.get_rotary_embedding(P + R, h0.device)
+    return block.parts(), h0, h1, cos[:, 0], sin[:, 0]
+
+
 @pytest.mark.parametrize("refresh_prompt", [False, True], ids=["case D", "case C"])
 def test_adaptive_update_matches_a_row_by_row_rederivation(refresh_prompt, model):
     from dllm_cache import cached_block, full_block
 
-    block = model.model.transformer["blocks"][1]
-    parts = block.parts()
     P, R, rho = 10, 12, 0.25
-    g = torch.Generator().manual_seed(3)
-    h0 = torch.randn(2, P + R, 32, generator=g)
-    h1 = h0 + 0.5 * torch.randn(h0.shape, generator=g)  # every row moves, prompt included
-    sin, cos = block.rotary_emb.get_rotary_embedding(P + R, h0.device)
-    cos, sin = cos[:, 0], sin[:, 0]
+    parts, h0, h1, cos, sin = _moved_inputs(model, 3, P, R)
     with torch.no_grad():
         _, old = full_block(parts, h0, cos, sin, None)
         got, new, _ = cached_block(parts, h1, cos, sin, None, _snapshot(old), P, refresh_prompt, False,
@@ -268,14 +273,8 @@ def test_response_refresh_matches_a_row_by_row_rederivation(rho, model):
     FFN are recomputed against the stale prompt K/V, the prompt rows reuse their cached A/F."""
     from dllm_cache import cached_block, full_block
 
-    block = model.model.transformer["blocks"][1]
-    parts = block.parts()
     P, R = 10, 12
-    g = torch.Generator().manual_seed(4)
-    h0 = torch.randn(2, P + R, 32, generator=g)
-    h1 = h0 + 0.5 * torch.randn(h0.shape, generator=g)  # every row moves, prompt included
-    sin, cos = block.rotary_emb.get_rotary_embedding(P + R, h0.device)
-    cos, sin = cos[:, 0], sin[:, 0]
+    parts, h0, h1, cos, sin = _moved_inputs(model, 4, P, R)
     with torch.no_grad():
         _, old = full_block(parts, h0, cos, sin, None)
         got, new, _ = cached_block(parts, h1, cos, sin, None, _snapshot(old), P, False, True,
@@ -326,14 +325,8 @@ def test_attention_output_probe_with_prompt_refresh_matches_the_full_block(model
     prompt rows and the rows ``I`` get the full block's FFN on ``h1 + a``, the rest keep ``h0``'s."""
     from dllm_cache import cached_block, full_block
 
-    block = model.model.transformer["blocks"][1]
-    parts = block.parts()
     P, R, rho = 10, 12, 0.25
-    g = torch.Generator().manual_seed(5)
-    h0 = torch.randn(2, P + R, 32, generator=g)
-    h1 = h0 + 0.5 * torch.randn(h0.shape, generator=g)  # the input changed: h1 != h0
-    sin, cos = block.rotary_emb.get_rotary_embedding(P + R, h0.device)
-    cos, sin = cos[:, 0], sin[:, 0]
+    parts, h0, h1, cos, sin = _moved_inputs(model, 5, P, R)
     config = DLLMCacheConfig(100, 100, rho, selection="attn_out")
     with torch.no_grad():
         _, old = full_block(parts, h0, cos, sin, None)
