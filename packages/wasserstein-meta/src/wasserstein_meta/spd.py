@@ -30,7 +30,7 @@ def tril_from_params(params: torch.Tensor, dim: int) -> torch.Tensor:
         )
     if params.dim() != 1:
         raise ValueError(f"Cholesky parameters must be a vector, got shape {tuple(params.shape)}")
-    rows, cols = torch.tril_indices(dim, dim, offset=-1)
+    rows, cols = torch.tril_indices(dim, dim, offset=-1, device=params.device)
     return torch.diag(torch.exp(params[:dim])).index_put((rows, cols), params[dim:])
 
 
@@ -47,7 +47,7 @@ def params_from_spd(matrix: torch.Tensor, name: str = "matrix") -> torch.Tensor:
     if int(info) != 0:
         raise ValueError(f"{name} must be symmetric positive definite (it has eigenvalue <= 0)")
     dim = matrix.shape[0]
-    rows, cols = torch.tril_indices(dim, dim, offset=-1)
+    rows, cols = torch.tril_indices(dim, dim, offset=-1, device=matrix.device)
     return torch.cat([torch.log(torch.diagonal(L)), L[rows, cols]])
 
 

@@ -1,0 +1,134 @@
+"""Device and dtype placement: every tensor the package creates follows the controller (or an
+explicit ``device=``), and mixing devices is refused at the boundary.
+
+No GPU here, so the device tests move torch's *default* device to ``meta`` while the controller
+stays on the CPU: a tensor created without following the controller lands on ``meta`` and the
+first operation mixing it with the CPU state raises (``meta`` tensors also refuse to be read on
+the host). On a GPU box the same slip would put a tensor on the CPU next to a CUDA state.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+import wasserstein_meta as wm
+from helpers import assert_close
+from torch.overrides import TorchFunctionMode
+from wasserstein_meta.potentials import WassersteinBregman
+from wasserstein_meta.simulate import closed_loop, reference_stages
+from wasserstein_meta.training import _pairs, reference_states, task_atoms
+
+META = torch.device("meta")
+
+
+def _setup(potential=None):
+    plant = wm.systems.PFAR()
+    refs = wm.trajectories.random_splines(3, T=1.0, knot_scale=0.3, seed=0)
+    ens = wm.OracleEnsemble(plant, [1.0, 3.0, 5.0])
+    pot = potential if potential is not None else WassersteinBregman("ensemble", mode="primal")
+    feats = wm.MLPFeatures(6, (4, 4), seed=0)
+    ctrl = wm.AdaptiveController(plant, feats, pot, wm.PDGains(3, 1.0, 5.0, 5.0))
+    return plant, refs, ens, ctrl
+
+
+@pytest.fixture
+def default_device_meta():
+    torch.set_default_device(META)
+    try:
+        yield
+    finally:
+        torch.set_default_device(None)
+
+
+def _fly_and_train(plant, refs, ens, ctrl, data):
+    """What a user does after building things on their device: meta-train, simulate, fit."""
+    history = wm.meta_train(ctrl, ens, refs, steps=2, T=0.4, dt=0.1, integrator="heun", seed=0)
+    traj = wm.simulate(ctrl, plant, refs, wind=[2.0, 4.0, 6.0], T=0.4, dt=0.1, integrator="heun")
+    fitted = wm.fit_ensemble(plant, data, hidden=(4,), epochs=2, seed=0, device="cpu")
+    return history, traj, fitted
+
+
+def test_nothing_lands_on_the_default_device(default_device_meta):
+    """With the default device elsewhere, simulate / meta_train / fit_ensemble (device="cpu")
+    run where the controller is and give the same numbers as with the default on the CPU."""
+    torch.set_default_device(None)
+    data = wm.data.generate(wm.systems.PFAR(), wm.tasks.BetaWind(), 2, T=0.3, dt=0.1)
+    expected = _fly_and_train(*_setup(), data)
+    built = _setup()  # built on the CPU, then the default device moves away
+    torch.set_default_device(META)
+    history, traj, fitted = _fly_and_train(*built, data)
+    torch.set_default_device(None)  # the comparisons below create tensors of their own
+    for field in dataclasses.fields(traj):
+        value = getattr(traj, field.name)
+        assert value.device.type == "cpu", field.name
+        assert_close(value, getattr(expected[1], field.name))
+    assert history.train_loss == expected[0].train_loss
+    for (name, p), q in zip(fitted.named_parameters(), expected[2].parameters(), strict=True):
+        assert p.device.type == "cpu", name
+        assert_close(p, q)
+
+
+def test_device_argument_reaches_what_the_package_creates():
+    plant, refs, _, _ = _setup()
+    assert wm.OracleEnsemble(plant, [1.0, 2.0], device=META).device == META
+    assert wm.OracleEnsemble(plant, np.array([1.0]), device="cpu").device.type == "cpu"
+    stages = reference_stages(refs, 0.4, 0.1, "rk4", torch.float32, device=META)
+    assert {st.device for st in stages.values()} == {META}
+    assert {st.dtype for st in stages.values()} == {torch.float32}
+    assert wm.trajectories.evaluate(refs, np.zeros(2), device=META).device == META
+    assert reference_states(refs, 0.4, n_points=3, device=META).device == META
+    for index in _pairs(2, 3, META):
+        assert index.device == META
+
+
+def test_mixing_devices_names_both():
+    plant, refs, ens, ctrl = _setup()
+    ri, mi = _pairs(len(refs), ens.n_models)
+    elsewhere = wm.OracleEnsemble(plant, [1.0, 3.0, 5.0], device=META)
+    with pytest.raises(ValueError, match=r"mismatch: the ensemble on meta, the controller on cpu"):
+        closed_loop(ctrl, elsewhere, refs, ri, mi, 0.4, 0.1, "heun")
+    stages = reference_stages(refs, 0.4, 0.1, "heun", torch.float64, device=META)
+    with pytest.raises(
+        ValueError, match=r"mismatch: the reference stages on meta, the controller on cpu"
+    ):
+        closed_loop(ctrl, ens, refs, ri, mi, 0.4, 0.1, "heun", stages=stages)
+    states = reference_states(refs, 0.4, n_points=3, device=META)
+    with pytest.raises(ValueError, match=r"mismatch: the states on meta, the controller on cpu"):
+        task_atoms(ctrl, ens, states)
+    with pytest.raises(ValueError, match=r"mismatch: atoms on meta, the potential on cpu"):
+        ctrl.potential.set_atoms(torch.zeros(3, ctrl.n_params, device=META))
+
+
+class _DtypeSpy(TorchFunctionMode):
+    """Records the dtype of every floating tensor a torch function returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.dtypes: set[torch.dtype] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                self.dtypes.add(t.dtype)
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_every_tensor_of_a_flight_has_the_controllers_dtype(dtype):
+    """float32 in, float32 everywhere (and float64): no silent promotion inside the loop."""
+    plant, refs, ens, ctrl = _setup()
+    ctrl.to(dtype)
+    with torch.no_grad():
+        states = reference_states(refs, 1.0, ctrl=ctrl)
+        ctrl.potential.set_atoms(task_atoms(ctrl, ens, states))
+    stages = reference_stages(refs, 0.4, 0.1, "rk4", dtype)
+    ri, mi = _pairs(len(refs), ens.n_models)
+    spy = _DtypeSpy()
+    with spy:
+        cost = closed_loop(ctrl, ens, refs, ri, mi, 0.4, 0.1, "rk4", stages=stages)
+    assert spy.dtypes == {dtype}
+    assert cost.dtype == dtype
+    traj = wm.simulate(ctrl, plant, refs[0], wind=3.0, T=0.4, dt=0.1)
+    assert {getattr(traj, f.name).dtype for f in dataclasses.fields(traj)} == {dtype}
