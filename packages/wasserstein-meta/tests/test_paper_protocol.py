@@ -20,10 +20,44 @@ def _load(monkeypatch):
 def test_paper_protocol_runs_every_method_at_toy_sizes(tmp_path, monkeypatch):
     protocol = _load(monkeypatch)
     out = tmp_path / "protocol.json"
-    results = protocol.main(["--tiny", "--out", str(out)])
+    figures = protocol.main(["--tiny", "--out", str(out)])
+    results = figures["jobs"]
     assert [r["method"] for r in results] == list(protocol.METHODS)
     assert {"MRR (grid gains)", "Euclidean (grid gains)"} <= set(protocol.METHODS)
     assert all(math.isfinite(r["rms_error"]) and r["rms_error"] > 0 for r in results)
-    assert json.loads(out.read_text()) == results
+    assert all(set(r["wall_s"]) == {"data", "fit_ensemble", "meta_train", "test"} for r in results)
+    assert json.loads(out.read_text())["jobs"] == results
+    assert figures["mean_rms_error"]["2"]["PID"] == results[0]["rms_error"]
     with pytest.raises(ValueError, match="method must be one of"):
         protocol.job(0, 2, "Richards", protocol.TINY)
+
+
+def test_gpu_run_has_a_cpu_dry_run_and_a_deadline(tmp_path, monkeypatch):
+    """The GPU command's path (device, subsets, deadline) on the CPU: a deadline of 0 s runs the
+    first job only and lists the rest as skipped."""
+    protocol = _load(monkeypatch)
+    args = ["--tiny", "--device", "cpu", "--seeds", "0", "--Ms", "2", "--out", str(tmp_path / "g")]
+    figures = protocol.main(
+        [*args, "--methods", "Euclidean", "Wasserstein-dual", "--deadline-s", "0"]
+    )
+    assert [r["method"] for r in figures["jobs"]] == ["Euclidean"]
+    assert figures["skipped"] == [{"seed": 0, "M": 2, "method": "Wasserstein-dual"}]
+    assert figures["device"] == "cpu" and figures["card"] and figures["date"]
+
+
+def test_cuda_without_a_gpu_is_refused(monkeypatch, capsys):
+    protocol = _load(monkeypatch)
+    monkeypatch.setattr(protocol.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit):
+        protocol.main(["--tiny", "--device", "cuda"])
+    assert "sees no CUDA device" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_compiled_dry_run_equals_eager(tmp_path, monkeypatch):
+    """``--compile`` (the GPU command's step) gives the eager run's error on the CPU."""
+    protocol = _load(monkeypatch)
+    args = ["--tiny", "--seeds", "0", "--Ms", "2", "--methods", "Wasserstein-primal"]
+    eager = protocol.main([*args, "--out", str(tmp_path / "e")])["jobs"][0]["rms_error"]
+    compiled = protocol.main([*args, "--compile", "--out", str(tmp_path / "c")])["jobs"][0]
+    assert abs(compiled["rms_error"] - eager) <= 1e-9 * eager
