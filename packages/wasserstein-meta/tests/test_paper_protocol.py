@@ -33,16 +33,15 @@ def test_paper_protocol_runs_every_method_at_toy_sizes(tmp_path, monkeypatch):
 
 
 def test_gpu_run_has_a_cpu_dry_run_and_a_deadline(tmp_path, monkeypatch):
-    """The GPU command's path (device, subsets, deadline) on the CPU: a deadline of 0 s runs the
-    first job only and lists the rest as skipped."""
+    """The GPU command's path (device, subsets, deadline) on the CPU: past the deadline no job
+    starts, and the JSON lists them as skipped."""
     protocol = _load(monkeypatch)
     args = ["--tiny", "--device", "cpu", "--seeds", "0", "--Ms", "2", "--out", str(tmp_path / "g")]
-    figures = protocol.main(
-        [*args, "--methods", "Euclidean", "Wasserstein-dual", "--deadline-s", "0"]
-    )
-    assert [r["method"] for r in figures["jobs"]] == ["Euclidean"]
-    assert figures["skipped"] == [{"seed": 0, "M": 2, "method": "Wasserstein-dual"}]
+    figures = protocol.main([*args, "--methods", "Euclidean", "--deadline-s", "600"])
+    assert [r["method"] for r in figures["jobs"]] == ["Euclidean"] and figures["skipped"] == []
     assert figures["device"] == "cpu" and figures["card"] and figures["date"]
+    late = protocol.main([*args, "--methods", "Euclidean", "PID", "--deadline-s", "-1"])
+    assert late["jobs"] == [] and [r["method"] for r in late["skipped"]] == ["Euclidean", "PID"]
 
 
 def test_cuda_without_a_gpu_is_refused(monkeypatch, capsys):
