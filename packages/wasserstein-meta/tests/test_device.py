@@ -50,13 +50,16 @@ def _fly_and_train(plant, refs, ens, ctrl, data):
 
 
 def test_nothing_lands_on_the_default_device(default_device_meta):
-    """With the default device elsewhere, simulate / meta_train / fit_ensemble (device="cpu")
-    run where the controller is and give the same numbers as with the default on the CPU."""
+    """With the default device elsewhere, data.generate (host-side), simulate / meta_train /
+    fit_ensemble (device="cpu") run where the controller is and give the same numbers as with the
+    default on the CPU."""
     torch.set_default_device(None)
     data = wm.data.generate(wm.systems.PFAR(), wm.tasks.BetaWind(), 2, T=0.3, dt=0.1)
     expected = _fly_and_train(*_setup(), data)
     built = _setup()  # built on the CPU, then the default device moves away
     torch.set_default_device(META)
+    moved = wm.data.generate(wm.systems.PFAR(), wm.tasks.BetaWind(), 2, T=0.3, dt=0.1)
+    np.testing.assert_array_equal(moved.q, data.q)
     history, traj, fitted = _fly_and_train(*built, data)
     torch.set_default_device(None)  # the comparisons below create tensors of their own
     for field in dataclasses.fields(traj):
