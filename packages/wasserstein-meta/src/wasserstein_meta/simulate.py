@@ -198,12 +198,16 @@ def closed_loop(
 
     Runs on the device and in the dtype of ``ctrl``'s parameters; the ensemble and given
     ``stages`` must be on that device (``ValueError`` naming both otherwise). ``compile=True``
-    runs each integration step through :func:`compiled_rk_step` (not with ``store``).
+    runs each integration step through :func:`compiled_rk_step` (not with ``store``; a
+    :class:`~wasserstein_meta.PVTOLController` only under ``torch.no_grad()``: ``ValueError``
+    otherwise, its law back-propagates twice).
     Returns the integrated costs ``(B, 3)``, or the whole :class:`Trajectory` when ``store``.
     Raises :class:`SimulationDiverged` when a state leaves ``‖x‖ ≤ 1e6`` or turns non-finite.
     """
     if compile and store:
         raise ValueError("compile=True integrates without recording: use store=False")
+    if compile and torch.is_grad_enabled():
+        check_compile_grad(ctrl, "closed_loop(compile=True) with gradients enabled")
     n_steps = _check_time(T, dt)
     dtype, device = controller_dtype(ctrl), controller_device(ctrl)
     check_ensemble_device(ensemble, device)
@@ -255,6 +259,18 @@ def closed_loop(
     stacked = {k: torch.stack([r[k] for r in records], 1) for k in records[0]}
     t = torch.arange(len(records), dtype=dtype, device=device) * dt
     return Trajectory(t=t, cost=cost, **stacked)
+
+
+def check_compile_grad(ctrl, what: str) -> None:
+    """Refuse ``what`` (a compiled step differentiated) for a controller whose law cannot be: the
+    backward would fail deep inside autograd, after the forward's compile."""
+    limit = getattr(ctrl, "compile_grad_limit", None)
+    if limit is not None:
+        raise ValueError(
+            f"{what} is not supported for {type(ctrl).__name__} on {type(ctrl.plant).__name__}: "
+            f"{limit}. Use compile=False to train it (a flight under "
+            "torch.no_grad() may be compiled)"
+        )
 
 
 def controller_device(ctrl) -> torch.device:

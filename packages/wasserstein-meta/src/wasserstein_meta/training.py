@@ -14,6 +14,7 @@ import torch
 
 from wasserstein_meta.errors import SimulationDiverged
 from wasserstein_meta.simulate import (
+    check_compile_grad,
     check_device,
     check_ensemble_device,
     check_reference_attitude,
@@ -152,7 +153,8 @@ def meta_train(
     the history every ``checkpoint_every`` steps; ``resume=True`` continues from it
     and gives the same result as an uninterrupted run. Trains on ``ctrl``'s device (the
     ensemble must be there too); ``compile=True`` compiles the integration step
-    (:func:`~wasserstein_meta.simulate.compiled_rk_step`).
+    (:func:`~wasserstein_meta.simulate.compiled_rk_step`; not for a
+    :class:`~wasserstein_meta.PVTOLController`: ``ValueError``, its law back-propagates twice).
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
@@ -160,6 +162,8 @@ def meta_train(
         raise ValueError("refs must hold at least one reference trajectory, got none")
     if not 0 <= val_frac < 1:
         raise ValueError(f"val_frac must lie in [0, 1), got {val_frac}")
+    if compile:
+        check_compile_grad(ctrl, "meta_train(compile=True)")
     train_refs, val_refs, train_models, val_models = train_val_split(
         len(refs), ensemble.n_models, val_frac, seed
     )
