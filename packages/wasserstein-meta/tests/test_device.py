@@ -135,3 +135,19 @@ def test_every_tensor_of_a_flight_has_the_controllers_dtype(dtype):
     assert cost.dtype == dtype
     traj = wm.simulate(ctrl, plant, refs[0], wind=3.0, T=0.4, dt=0.1)
     assert {getattr(traj, f.name).dtype for f in dataclasses.fields(traj)} == {dtype}
+
+
+@pytest.mark.parametrize("learnable", [False, True])
+def test_atoms_from_a_state_dict_move_to_the_module(learnable):
+    """Loaded atoms land on the potential's device, as its parameters do: a CPU checkpoint into a
+    potential on ``meta`` (the only other device here; a GPU checkpoint into a CPU model is the
+    same path) gives ``meta`` atoms, not CPU atoms that no device check would see."""
+    plant, refs, ens, ctrl = _setup(WassersteinBregman("ensemble", learnable_atoms=learnable))
+    with torch.no_grad():
+        ctrl.potential.set_atoms(task_atoms(ctrl, ens, reference_states(refs, 1.0)))
+    saved = ctrl.potential.state_dict()
+    fresh = WassersteinBregman("ensemble", learnable_atoms=learnable)
+    fresh.bind(ctrl.n_params)
+    fresh.to(META).load_state_dict(saved)
+    assert fresh.atoms.device == META and fresh.atoms.shape == saved["_atoms"].shape
+    assert isinstance(fresh.atoms, torch.nn.Parameter) == learnable

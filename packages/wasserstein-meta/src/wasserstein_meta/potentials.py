@@ -340,7 +340,9 @@ class WassersteinBregman(BregmanPotential):
         if key in state_dict:
             self._eps_auto = False  # ε comes with the state dict: do not re-initialise it
             if self._atoms is None:
-                saved = state_dict[key].detach().clone()
+                # To the module's device, as load_state_dict copies parameters (a GPU checkpoint
+                # into a CPU model): kept where they were saved, they would pass no device check.
+                saved = state_dict[key].detach().to(self.log_eps.device, copy=True)
                 self._atoms = nn.Parameter(saved) if self.learnable_atoms else saved
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
