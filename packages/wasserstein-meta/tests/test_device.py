@@ -17,6 +17,7 @@ from helpers import assert_close
 from torch.overrides import TorchFunctionMode
 from wasserstein_meta.potentials import WassersteinBregman
 from wasserstein_meta.simulate import closed_loop, reference_stages
+from wasserstein_meta.baselines import meta_ridge_regression, select_gains
 from wasserstein_meta.training import _pairs, reference_states, task_atoms
 
 META = torch.device("meta")
@@ -151,3 +152,49 @@ def test_atoms_from_a_state_dict_move_to_the_module(learnable):
     fresh.to(META).load_state_dict(saved)
     assert fresh.atoms.device == META and fresh.atoms.shape == saved["_atoms"].shape
     assert isinstance(fresh.atoms, torch.nn.Parameter) == learnable
+
+
+def _baselines(plant, refs, ens, ctrl):
+    """MRR features, then the grid gain selection with a weighted Wasserstein law."""
+    states = reference_states(refs, 1.0, n_points=5, device="cpu")
+    losses = meta_ridge_regression(ctrl.features, ens, states, steps=2, seed=0)
+    chosen = select_gains(ctrl, ens, refs, 0.4, 0.1, "heun", K=(1.0, 10.0), P=(2.0,), states=states)
+    return losses, chosen, [p.detach().clone() for p in ctrl.parameters()]
+
+
+def test_baselines_and_weights_follow_the_controller(default_device_meta):
+    """meta_ridge_regression's ridge, select_gains' pairs and gains, and the potential's atom
+    weights are made where the controller is, not on the default device: the same numbers as
+    with the default on the CPU."""
+    torch.set_default_device(None)
+    weighted = lambda: WassersteinBregman("ensemble", mode="primal", weights=[1.0, 2.0, 3.0])  # noqa: E731
+    expected = _baselines(*_setup(weighted()))
+    built = _setup(weighted())
+    torch.set_default_device(META)
+    losses, chosen, params = _baselines(*built)
+    torch.set_default_device(None)
+    assert losses == expected[0] and chosen == expected[1] == {"Lambda": 1.0, "K": 1.0, "P": 2.0}
+    for p, q in zip(params, expected[2], strict=True):
+        assert p.device.type == "cpu"
+        assert_close(p, q)
+
+
+class _Moved(Exception):
+    pass
+
+
+def test_fit_ensemble_fits_on_torchs_default_device(default_device_meta, monkeypatch):
+    """``device=None`` means torch's default device, as the docstring and OracleEnsemble say (it
+    stayed on the CPU). A meta ensemble cannot be fitted (the scales are read on the host), so
+    the move itself is caught."""
+    torch.set_default_device(None)
+    data = wm.data.generate(wm.systems.PFAR(), wm.tasks.BetaWind(), 2, T=0.3, dt=0.1)
+    torch.set_default_device(META)
+
+    def to(self, device):
+        raise _Moved(device)
+
+    monkeypatch.setattr(wm.LearnedEnsemble, "to", to)
+    with pytest.raises(_Moved) as moved:
+        wm.fit_ensemble(wm.systems.PFAR(), data, hidden=(4,), epochs=1)
+    assert moved.value.args[0] == META

@@ -110,4 +110,4 @@ def _set_gains(ctrl: AdaptiveController, Lambda: float, K: float, P: float) -> N
             (ctrl.gains.K_, K, "K"),
             (ctrl.gains.Gamma_, P, "Γ"),
         ):
-            module.params.copy_(as_spd_params(value, ctrl.dim, name))
+            module.params.copy_(as_spd_params(value, ctrl.dim, name, module.params.device))

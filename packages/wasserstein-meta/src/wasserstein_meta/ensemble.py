@@ -200,6 +200,9 @@ def fit_ensemble(
     """
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
+    # Drawn on the host (one seed, the same networks anywhere), then moved: to torch's default
+    # device when none is given, as OracleEnsemble does.
+    device = torch.get_default_device() if device is None else device
     ens = LearnedEnsemble(plant, data.n_traj, hidden, seed, winds=data.wind.tolist()).to(device)
     dtype, device = ens.weights[0].dtype, ens.device
     q, dq, u = (torch.as_tensor(a, dtype=dtype, device=device) for a in (data.q, data.dq, data.u))
