@@ -13,21 +13,32 @@ Compare with the spec's anchor table (mean RMS error over seeds): PID 0.210; MRR
 0.050 and ours 0.036 / 0.025 / 0.024 at M = 2 / 10 / 50. ``--tiny`` runs every method at toy sizes
 (one seed, M = 2; a smoke test of the script, seconds per job).
 
-One seed on one GPU (written for an H100, NOT RUN: no GPU was lent to this task), every (model ×
-reference) pair of a meta-step in one batch, one integration step compiled, twelve jobs at once on
-the card (a meta-step's kernels are small: one process leaves the GPU mostly idle)::
+One seed on one GPU, REDUCED SCOPE (written for an H100, NOT RUN: no GPU was lent to this task):
+M ∈ {2, 10}, four methods, 100 meta-steps instead of 500, validation every 10th step instead of
+every step; the rest as the paper. Its errors are not the protocol's (fewer meta-steps), only a
+check that the path runs on the card and a trend. Eight jobs at once on the card (a meta-step's
+kernels are small: one process leaves the GPU mostly idle), one integration step compiled::
 
     python packages/wasserstein-meta/scripts/paper_protocol.py --device cuda --compile \
-        --n-jobs 12 --seeds 0 --Ms 2 10 50 \
+        --n-jobs 8 --seeds 0 --Ms 2 10 --steps 100 --val-every 10 \
         --methods PID Euclidean Wasserstein-dual Wasserstein-primal \
-        --deadline-s 420 --out gpu_protocol.json
+        --deadline-s 300 --out gpu_protocol.json
 
-A job starts only before ``--deadline-s`` seconds have passed (the JSON lists the jobs left out), so
-the run ends within about the deadline plus one job. How long one job takes on an H100 is not
-known (not run): a job is 500 meta-steps of 500 RK4 steps forward and back plus a validation
-flight each; at the ~1–2 ms per compiled step this CPU measured at 64 pairs that would be 4–8 min,
-and a GPU's gain on such small kernels is mostly launch overhead. Check the first jobs' ``wall_s``
-and shrink ``--Ms``/``--methods`` if it runs over. The JSON holds
+A job starts only before ``--deadline-s`` seconds have passed (the JSON lists the jobs left out),
+so the run ends within about the deadline plus one job. Time per job, by arithmetic from this
+CPU's benchmark (``benchmarks/bench_cpu.py``, 64 pairs, one compiled step: 96 000 pair-steps/s
+forward and 34 000 forward+backward, Heun; RK4 has twice the stages, so ~48 000 / ~17 000), NOT a
+measured GPU figure: a meta-step is one training flight forward and backward (T/dt = 500 RK4
+steps over the train pairs: 7 references × 70 % of M models, 49 pairs at M = 10, 245 at M = 50)
+plus a validation flight forward (3 references × 30 % of M). At 64 training pairs that is
+~1.9 s + ~0.2 s a meta-step, ~18 min for the paper's 500, plus the compile at every job (~25 s
+forward, ~67 s forward+backward, cold cache), fit_ensemble (1000 epochs of 4 Adam steps: ~4000
+steps, not timed) and the 200 test flights (~10 s): ~21 min a job; at M = 50, ~65 min. The
+reduced command's largest job (M = 10, 49 pairs, 100 meta-steps, 10 validations) is ~150 s of
+flights + ~90 s of compile + fit_ensemble, ~4-5 min at this CPU's per-step rate; a GPU's rate on
+such small kernels is bound by launches and is not known here. Check the first jobs' ``wall_s``.
+The full protocol (10 seeds × 7 M × 7 methods = 490 jobs, ~21-65 min each at this rate) is a
+cluster run, not an 8-minute one. The JSON holds
 the card, the date, torch, the sizes, per job the RMS error and the wall time of each stage, and the
 mean per (M, method). CPU dry run of the same path: ``--device cpu --tiny`` (``--compile`` too,
 slower: the compile).
@@ -70,6 +81,7 @@ class Sizes:
     epochs: int = 1000
     hidden: tuple[int, ...] = (32, 32)
     steps: int = 500
+    val_every: int = 1
     n_refs: int = 10
     T: float = 5.0
     dt: float = 0.01
@@ -80,7 +92,7 @@ class Sizes:
 PAPER = Sizes()
 # Flights of 2 s at dt = 0.05: the references' knots 0.4 s apart (~5 m/s); at 0.4 s they were
 # ~25 m/s and every method's RMS error was 43-103 m, too wild to bound.
-TINY = Sizes((0,), (2,), 1.0, 0.1, 2, (4, 4), 1, 3, 2.0, 0.05, 2, 2.0)
+TINY = Sizes((0,), (2,), 1.0, 0.1, 2, (4, 4), 1, 1, 3, 2.0, 0.05, 2, 2.0)
 
 
 def _potential(method: str):
@@ -141,7 +153,7 @@ def job(
     else:
         wm.meta_train(
             ctrl, ens, refs, steps=sizes.steps, lr=1e-2, T=sizes.T, dt=sizes.dt, val_frac=0.3,
-            seed=seed, compile=compile,
+            val_every=sizes.val_every, seed=seed, compile=compile,
         )  # fmt: skip
     if method.endswith("(grid gains)"):
         select_gains(ctrl, ens, refs, sizes.T, sizes.dt, "rk4", states=states)
@@ -172,6 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", help="a subset of the seeds")
     parser.add_argument("--Ms", type=int, nargs="+", help="a subset of the M values")
     parser.add_argument("--methods", nargs="+", choices=METHODS, help="a subset of the methods")
+    parser.add_argument("--steps", type=int, help="meta-steps (paper: 500): a reduced scope")
+    parser.add_argument("--val-every", type=int, help="validate every k-th meta-step (paper: 1)")
     parser.add_argument(
         "--deadline-s",
         type=float,
@@ -190,6 +204,8 @@ def main(argv: list[str] | None = None) -> dict:
             f"build {torch.version.cuda}) sees no CUDA device"
         )
     sizes = TINY if args.tiny else PAPER
+    reduced = {"steps": args.steps, "val_every": args.val_every}
+    sizes = dataclasses.replace(sizes, **{k: v for k, v in reduced.items() if v is not None})
     seeds, Ms = args.seeds or sizes.seeds, args.Ms or sizes.Ms
     methods = args.methods or METHODS
     deadline = None if args.deadline_s is None else time.time() + args.deadline_s

@@ -54,8 +54,10 @@ def test_gpu_run_has_a_cpu_dry_run_and_a_deadline(tmp_path, monkeypatch):
     starts, and the JSON lists them as skipped."""
     protocol = _load(monkeypatch)
     args = ["--tiny", "--device", "cpu", "--seeds", "0", "--Ms", "2", "--out", str(tmp_path / "g")]
-    figures = protocol.main([*args, "--methods", "Euclidean", "--deadline-s", "600"])
+    reduced = ["--steps", "2", "--val-every", "2"]  # the GPU command's reduced scope
+    figures = protocol.main([*args, *reduced, "--methods", "Euclidean", "--deadline-s", "600"])
     assert [r["method"] for r in figures["jobs"]] == ["Euclidean"] and figures["skipped"] == []
+    assert figures["sizes"]["steps"] == 2 and figures["sizes"]["val_every"] == 2
     assert figures["device"] == "cpu" and figures["card"] and figures["date"]
     late = protocol.main([*args, "--methods", "Euclidean", "PID", "--deadline-s", "-1"])
     assert late["jobs"] == [] and [r["method"] for r in late["skipped"]] == ["Euclidean", "PID"]
