@@ -3,9 +3,9 @@ PVTOL's law (a double backward) refuses a differentiated compiled step at the bo
 
 import pytest
 import torch
-from torch._dynamo.utils import counters
 import wasserstein_meta as wm
 from helpers import assert_close
+from torch._dynamo.utils import counters
 from wasserstein_meta.potentials import Quadratic, WassersteinBregman
 from wasserstein_meta.simulate import closed_loop
 from wasserstein_meta.training import _pairs, reference_states, refresh_atoms

@@ -15,9 +15,9 @@ import torch
 import wasserstein_meta as wm
 from helpers import assert_close
 from torch.overrides import TorchFunctionMode
+from wasserstein_meta.baselines import meta_ridge_regression, select_gains
 from wasserstein_meta.potentials import WassersteinBregman
 from wasserstein_meta.simulate import closed_loop, reference_stages
-from wasserstein_meta.baselines import meta_ridge_regression, select_gains
 from wasserstein_meta.training import _pairs, reference_states, task_atoms
 
 META = torch.device("meta")
@@ -143,7 +143,7 @@ def test_atoms_from_a_state_dict_move_to_the_module(learnable):
     """Loaded atoms land on the potential's device, as its parameters do: a CPU checkpoint into a
     potential on ``meta`` (the only other device here; a GPU checkpoint into a CPU model is the
     same path) gives ``meta`` atoms, not CPU atoms that no device check would see."""
-    plant, refs, ens, ctrl = _setup(WassersteinBregman("ensemble", learnable_atoms=learnable))
+    _, refs, ens, ctrl = _setup(WassersteinBregman("ensemble", learnable_atoms=learnable))
     with torch.no_grad():
         ctrl.potential.set_atoms(task_atoms(ctrl, ens, reference_states(refs, 1.0)))
     saved = ctrl.potential.state_dict()
