@@ -138,6 +138,8 @@ def test_every_tensor_of_a_flight_has_the_controllers_dtype(dtype):
     assert {getattr(traj, f.name).dtype for f in dataclasses.fields(traj)} == {dtype}
 
 
+# torch warns that copying into meta parameters is a no-op: the atoms' placement is the point.
+@pytest.mark.filterwarnings("ignore:.*copying from a non-meta parameter:UserWarning")
 @pytest.mark.parametrize("learnable", [False, True])
 def test_atoms_from_a_state_dict_move_to_the_module(learnable):
     """Loaded atoms land on the potential's device, as its parameters do: a CPU checkpoint into a
