@@ -11,7 +11,7 @@ import torch
 
 from wasserstein_meta.controller import AdaptiveController
 from wasserstein_meta.features import ZeroFeatures
-from wasserstein_meta.simulate import closed_loop
+from wasserstein_meta.simulate import closed_loop, controller_device
 from wasserstein_meta.spd import as_spd_params
 from wasserstein_meta.training import _pairs, refresh_atoms
 from wasserstein_meta.trajectories import Spline
@@ -40,7 +40,7 @@ def meta_ridge_regression(
     """
     gen = torch.Generator().manual_seed(seed)
     K, S = ensemble.n_models, len(states)
-    idx = torch.arange(K).repeat_interleave(S)
+    idx = torch.arange(K, device=states.device).repeat_interleave(S)
     with torch.no_grad():
         f = ensemble.force(idx, states[:, :3].repeat(K, 1), states[:, 3:].repeat(K, 1)).view(
             K, S, -1
@@ -49,11 +49,11 @@ def meta_ridge_regression(
     n_fit = max(1, int(fit_frac * S))
     losses = []
     for _ in range(steps):
-        perm = torch.randperm(S, generator=gen)
+        perm = torch.randperm(S, generator=gen, device="cpu")  # host indices index any device
         fit, rest = perm[:n_fit], perm[n_fit:]
         y = features(states)
         yf = y[fit]
-        gram = yf.T @ yf + ridge * torch.eye(y.shape[-1], dtype=y.dtype)
+        gram = yf.T @ yf + ridge * torch.eye(y.shape[-1], dtype=y.dtype, device=y.device)
         A = torch.linalg.solve(gram, yf.T @ f[:, fit]).transpose(-1, -2)  # (K, d, m)
         pred = (A @ y[rest].T).transpose(-1, -2)
         loss = ((pred - f[:, rest]) ** 2).sum(-1).mean()
@@ -82,7 +82,7 @@ def select_gains(
     The base code's "ours" (control-oriented features, grid gains) picks Λ = 1, K ∈ {1, 10},
     P ∈ {1, 10} (× I; P is the adaptation gain, Γ here). Returns the chosen point.
     """
-    ref_index, model_index = _pairs(len(refs), ensemble.n_models)
+    ref_index, model_index = _pairs(len(refs), ensemble.n_models, controller_device(ctrl))
     best: tuple[float, dict[str, float]] = (np.inf, {})
     if states is not None:
         refresh_atoms(ctrl, ensemble, states)
@@ -110,4 +110,4 @@ def _set_gains(ctrl: AdaptiveController, Lambda: float, K: float, P: float) -> N
             (ctrl.gains.K_, K, "K"),
             (ctrl.gains.Gamma_, P, "Γ"),
         ):
-            module.params.copy_(as_spd_params(value, ctrl.dim, name))
+            module.params.copy_(as_spd_params(value, ctrl.dim, name, module.params.device))

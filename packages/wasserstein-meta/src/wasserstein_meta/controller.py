@@ -76,6 +76,9 @@ class AdaptiveController(nn.Module):
 
     # References are splines of (x, y, φ) with r, ṙ, r̈ (PVTOL: flat outputs with four derivatives).
     ref_derivs = 2
+    # Why a compiled step cannot be differentiated (None: it can); closed_loop refuses
+    # compile=True with gradients enabled when set.
+    compile_grad_limit: str | None = None
 
     def rollout_constants(self) -> tuple[torch.Tensor, ...]:
         """What :meth:`control` needs that is fixed over a rollout: ``(L_Γ, Λ, K)``."""

@@ -60,8 +60,9 @@ def generate(
     refs = random_splines(n_traj, T=T, seed=int(rng.integers(2**31)))
     n_steps = round(T / dt)
     t = np.arange(n_steps + 1) * dt
-    ref = evaluate(refs, t, 2)
-    w = torch.as_tensor(winds)
+    # On the host whatever torch's default device: the flights end as numpy arrays.
+    ref = evaluate(refs, t, 2, device="cpu")
+    w = torch.as_tensor(winds, device="cpu")
     q, dq = ref[0, :, 0].clone(), ref[1, :, 0].clone()
     qs, dqs, us = [q], [dq], []
 
@@ -98,7 +99,7 @@ def _generate_pvtol(plant: PVTOL, winds: np.ndarray, T: float, dt: float, seed: 
     from wasserstein_meta.trajectories import random_flat_splines
 
     refs = random_flat_splines(len(winds), T=T, seed=seed)
-    nominal = PVTOLController(plant, ZeroFeatures(), None).double()
+    nominal = PVTOLController(plant, ZeroFeatures(), None).to("cpu", torch.float64)
     traj = simulate(nominal, plant, refs, wind=winds.tolist(), T=T, dt=dt)
     return Dataset(
         t=traj.t.numpy(), q=traj.q.numpy(), dq=traj.dq.numpy(), u=traj.u.numpy(), wind=winds

@@ -1,7 +1,8 @@
 """The "true dynamics" a meta-training closed loop flies in: one disturbance model per task.
 
 An ensemble has ``n_models`` and ``force(index, q, dq) -> (B, 3)``, the disturbance of model
-``index[b]`` at state ``(q[b], dq[b])``. :class:`OracleEnsemble` is the analytic wind model at given
+``index[b]`` at state ``(q[b], dq[b])``, and optionally ``device`` (where its tensors live; the
+closed loop refuses an ensemble on another device than the controller's). :class:`OracleEnsemble` is the analytic wind model at given
 wind speeds; :func:`fit_ensemble` is stage 1 of the base code (one network per training trajectory,
 fitted by one-step prediction through the prior dynamics).
 """
@@ -19,18 +20,35 @@ from wasserstein_meta.data import Dataset
 
 
 class OracleEnsemble:
-    """The plant's wind model at fixed wind speeds: task k is ``f_ext(q, q̇; winds[k])``."""
+    """The plant's wind model at fixed wind speeds: task k is ``f_ext(q, q̇; winds[k])``.
 
-    def __init__(self, plant, winds: Sequence[float] | np.ndarray | torch.Tensor):
-        w = torch.as_tensor(np.asarray(winds, dtype=float)).reshape(-1)
+    The speeds live on ``device`` (default: a tensor's own device, else torch's default), which
+    must be the controller's."""
+
+    def __init__(
+        self,
+        plant,
+        winds: Sequence[float] | np.ndarray | torch.Tensor,
+        device: torch.device | str | None = None,
+    ):
+        if isinstance(winds, torch.Tensor):
+            device = winds.device if device is None else device
+            winds = winds.detach().cpu()
+        w = torch.as_tensor(np.asarray(winds, dtype=float), device="cpu").reshape(
+            -1
+        )  # checked here
         if len(w) == 0 or not torch.isfinite(w).all():
             raise ValueError(f"winds must be a non-empty list of finite speeds, got {w.tolist()}")
         self.plant = plant
-        self.winds = w
+        self.winds = torch.as_tensor(w, device=device)
 
     @property
     def n_models(self) -> int:
         return len(self.winds)
+
+    @property
+    def device(self) -> torch.device:
+        return self.winds.device
 
     def wind_of(self, index: torch.Tensor) -> list[float]:
         return self.winds[index].tolist()
@@ -39,7 +57,8 @@ class OracleEnsemble:
         return self.plant.wind_force(q, dq, self.winds.to(q.dtype)[index])
 
     def subset(self, index: Sequence[int]) -> OracleEnsemble:
-        return OracleEnsemble(self.plant, self.winds[list(index)])
+        keep = torch.as_tensor(list(index), dtype=torch.long, device="cpu")
+        return OracleEnsemble(self.plant, self.winds.cpu()[keep], device=self.device)
 
 
 class LearnedEnsemble(nn.Module):
@@ -62,29 +81,37 @@ class LearnedEnsemble(nn.Module):
         winds: Sequence[float] | None = None,
     ):
         super().__init__()
+        # Built on the host (the generator is a CPU one: one seed, the same networks anywhere);
+        # ``.to(device)`` moves it.
         gen = torch.Generator().manual_seed(seed)
+        cpu = torch.device("cpu")
         dims = [2 * plant.dim, *hidden, plant.dim]
         self.plant = plant
         self.weights = nn.ParameterList(
-            nn.Parameter(0.1 * torch.randn(n_models, b, a, generator=gen))
+            nn.Parameter(0.1 * torch.randn(n_models, b, a, generator=gen, device=cpu))
             for a, b in itertools.pairwise(dims)
         )
         self.biases = nn.ParameterList(
-            nn.Parameter(0.1 * torch.randn(n_models, b, generator=gen)) for b in dims[1:-1]
+            nn.Parameter(0.1 * torch.randn(n_models, b, generator=gen, device=cpu))
+            for b in dims[1:-1]
         )
         self.winds = torch.as_tensor(
-            np.asarray(winds if winds is not None else [np.nan] * n_models)
+            np.asarray(winds if winds is not None else [np.nan] * n_models), device=cpu
         )
-        self.register_buffer("in_shift", torch.zeros(2 * plant.dim))
-        self.register_buffer("in_scale", torch.ones(2 * plant.dim))
-        self.register_buffer("out_scale", torch.ones(()))
+        self.register_buffer("in_shift", torch.zeros(2 * plant.dim, device=cpu))
+        self.register_buffer("in_scale", torch.ones(2 * plant.dim, device=cpu))
+        self.register_buffer("out_scale", torch.ones((), device=cpu))
 
     @property
     def n_models(self) -> int:
         return self.weights[0].shape[0]
 
+    @property
+    def device(self) -> torch.device:
+        return self.weights[0].device
+
     def wind_of(self, index: torch.Tensor) -> list[float]:
-        return self.winds[index].tolist()
+        return self.winds[index.cpu()].tolist()  # labels for error messages: kept on the host
 
     def force(self, index: torch.Tensor, q: torch.Tensor, dq: torch.Tensor) -> torch.Tensor:
         h = (torch.cat([q, dq], -1) - self.in_shift.to(q.dtype)) / self.in_scale.to(q.dtype)
@@ -96,7 +123,7 @@ class LearnedEnsemble(nn.Module):
         return h * self.out_scale.to(h.dtype)
 
     def subset(self, index: Sequence[int]) -> _SubEnsemble:
-        return _SubEnsemble(self, torch.as_tensor(list(index)))
+        return _SubEnsemble(self, torch.as_tensor(list(index), device=self.device))
 
 
 class _SubEnsemble:
@@ -108,6 +135,10 @@ class _SubEnsemble:
     @property
     def n_models(self) -> int:
         return len(self.index)
+
+    @property
+    def device(self) -> torch.device:
+        return self.parent.device
 
     def wind_of(self, index: torch.Tensor) -> list[float]:
         return self.parent.wind_of(self.index[index])
@@ -157,27 +188,32 @@ def fit_ensemble(
     train_frac: float = 0.75,
     batch_frac: float = 0.25,
     seed: int = 0,
+    device: torch.device | str | None = None,
 ) -> LearnedEnsemble:
     """Stage 1: one network per trajectory of ``data``, by one-step prediction (RK 3/8).
 
     Loss per model: mean ``‖x̂_{t+1} − x_{t+1}‖²`` + ``reg · ‖θ‖²``; the transitions are shuffled,
     ``train_frac`` train (in batches of ``batch_frac`` of them), the rest held out; Adam; the epoch
     with the best held-out loss is kept, per model. The networks' input standardisation and output
-    scale are set from ``data`` first (buffers: a ``state_dict`` round trip keeps them).
+    scale are set from ``data`` first (buffers: a ``state_dict`` round trip keeps them). Fits on
+    ``device`` (default: torch's default device); the same seed draws the same networks anywhere.
     """
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
-    ens = LearnedEnsemble(plant, data.n_traj, hidden, seed, winds=data.wind.tolist())
-    dtype = ens.weights[0].dtype
-    q, dq, u = (torch.as_tensor(a, dtype=dtype) for a in (data.q, data.dq, data.u))
+    # Drawn on the host (one seed, the same networks anywhere), then moved: to torch's default
+    # device when none is given, as OracleEnsemble does.
+    device = torch.get_default_device() if device is None else device
+    ens = LearnedEnsemble(plant, data.n_traj, hidden, seed, winds=data.wind.tolist()).to(device)
+    dtype, device = ens.weights[0].dtype, ens.device
+    q, dq, u = (torch.as_tensor(a, dtype=dtype, device=device) for a in (data.q, data.dq, data.u))
     dt = float(data.t[1] - data.t[0])
     J, N = q.shape[0], q.shape[1] - 1
     gen = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(N, generator=gen)
+    perm = torch.randperm(N, generator=gen, device="cpu")  # host indices index any device
     n_train = int(train_frac * N)
     train, held = perm[:n_train], perm[n_train:]
     batch = max(1, int(batch_frac * n_train))
-    models = torch.arange(J)
+    models = torch.arange(J, device=device)
     _set_scales(ens, plant, q, dq, u, dt)
     opt = torch.optim.Adam(ens.parameters(), lr=lr)
 
@@ -189,15 +225,15 @@ def fit_ensemble(
         return ((pred - target) ** 2).sum(-1).view(J, -1).mean(-1)
 
     def penalty() -> torch.Tensor:
-        total = torch.zeros(J, dtype=dtype)
+        total = torch.zeros(J, dtype=dtype, device=device)
         for p in ens.parameters():
             total = total + (p.reshape(J, -1) ** 2).sum(-1)
         return total
 
     best = [p.detach().clone() for p in ens.parameters()]
-    best_loss = torch.full((J,), float("inf"), dtype=dtype)
+    best_loss = torch.full((J,), float("inf"), dtype=dtype, device=device)
     for _ in range(epochs):
-        order = train[torch.randperm(n_train, generator=gen)]
+        order = train[torch.randperm(n_train, generator=gen, device="cpu")]
         for start in range(0, n_train, batch):
             opt.zero_grad()
             (losses(order[start : start + batch]) + reg * penalty()).sum().backward()

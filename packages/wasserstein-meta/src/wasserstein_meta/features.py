@@ -31,12 +31,16 @@ class MLPFeatures(nn.Module):
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         dims = [in_dim, *hidden]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
-        # Drawn in float64 whatever the default dtype: one seed gives the same features everywhere
-        # (a loky worker starts with float32 as default, a float64 session must agree with it).
+        # Drawn in float64 on the host whatever the default dtype and device: one seed gives the
+        # same features everywhere (a loky worker starts with float32 as default, a float64
+        # session must agree with it; the generator is a CPU one).
         with torch.no_grad():
             for layer in self.layers:
                 for p in layer.parameters():  # weight, then bias
-                    p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * init_std)
+                    p.copy_(
+                        torch.randn(p.shape, generator=gen, dtype=torch.float64, device="cpu")
+                        * init_std
+                    )
         self.in_dim = in_dim
         self.out_dim = dims[-1]
 

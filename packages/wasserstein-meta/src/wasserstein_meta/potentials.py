@@ -270,7 +270,8 @@ class WassersteinBregman(BregmanPotential):
         else:
             atoms = _check_atoms(atoms, None)
             self.bind(atoms.shape[1])
-            self.to(atoms.dtype)  # the user's atoms keep their precision; the geometry follows
+            # The user's atoms keep their precision and device; the geometry follows.
+            self.to(device=atoms.device, dtype=atoms.dtype)
             self.set_atoms(atoms)
 
     # -- geometry -------------------------------------------------------------------------------
@@ -313,6 +314,11 @@ class WassersteinBregman(BregmanPotential):
     # -- atoms ----------------------------------------------------------------------------------
     def set_atoms(self, atoms: torch.Tensor) -> None:
         """Set the task atoms ``(K, n)`` (kept differentiable: gradients reach the features)."""
+        if isinstance(atoms, torch.Tensor) and atoms.device != self.log_eps.device:
+            raise ValueError(
+                f"device mismatch: atoms on {atoms.device}, the potential on "
+                f"{self.log_eps.device}: move one of them"
+            )
         atoms = _check_atoms(atoms, self.n)
         if self._eps_auto:
             self._eps_auto = False
@@ -334,7 +340,9 @@ class WassersteinBregman(BregmanPotential):
         if key in state_dict:
             self._eps_auto = False  # ε comes with the state dict: do not re-initialise it
             if self._atoms is None:
-                saved = state_dict[key].detach().clone()
+                # To the module's device, as load_state_dict copies parameters (a GPU checkpoint
+                # into a CPU model): kept where they were saved, they would pass no device check.
+                saved = state_dict[key].detach().to(self.log_eps.device, copy=True)
                 self._atoms = nn.Parameter(saved) if self.learnable_atoms else saved
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
@@ -351,7 +359,7 @@ class WassersteinBregman(BregmanPotential):
         K = self.atoms.shape[0]
         if self._weights is None:
             return self.atoms.new_full((K,), -math.log(K))
-        w = torch.as_tensor(self._weights, dtype=self.atoms.dtype)
+        w = torch.as_tensor(self._weights, dtype=self.atoms.dtype, device=self.atoms.device)
         if w.shape != (K,) or not (w > 0).all():
             raise ValueError(f"weights must be {K} positive numbers, got {w.tolist()}")
         return torch.log(w / w.sum())
@@ -463,7 +471,7 @@ class WassersteinBregman(BregmanPotential):
 
 def median_pairwise_cost(atoms: torch.Tensor, Q: torch.Tensor) -> float:
     """The median over pairs ``i < j`` of the ground cost ``½(a_i − a_j)ᵀQ(a_i − a_j)``; 0 if K = 1."""
-    i, j = torch.triu_indices(len(atoms), len(atoms), 1)
+    i, j = torch.triu_indices(len(atoms), len(atoms), 1, device=atoms.device)
     if len(i) == 0:
         return 0.0
     diff = atoms[i] - atoms[j]

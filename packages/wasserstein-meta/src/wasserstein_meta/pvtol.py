@@ -184,6 +184,10 @@ class PVTOLController(AdaptiveController):
     """
 
     ref_derivs = 4
+    compile_grad_limit = (
+        "its control law takes the Lyapunov gradient with torch.autograd.grad(create_graph=True), "
+        "and torch.compile (aot_autograd) does not support that double backward"
+    )
 
     def __init__(
         self,

@@ -7,6 +7,8 @@ the cone, and a diagonal parameter ``d`` gives eigenvalue ``exp(2 d)``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -30,7 +32,7 @@ def tril_from_params(params: torch.Tensor, dim: int) -> torch.Tensor:
         )
     if params.dim() != 1:
         raise ValueError(f"Cholesky parameters must be a vector, got shape {tuple(params.shape)}")
-    rows, cols = torch.tril_indices(dim, dim, offset=-1)
+    rows, cols = torch.tril_indices(dim, dim, offset=-1, device=params.device)
     return torch.diag(torch.exp(params[:dim])).index_put((rows, cols), params[dim:])
 
 
@@ -47,27 +49,30 @@ def params_from_spd(matrix: torch.Tensor, name: str = "matrix") -> torch.Tensor:
     if int(info) != 0:
         raise ValueError(f"{name} must be symmetric positive definite (it has eigenvalue <= 0)")
     dim = matrix.shape[0]
-    rows, cols = torch.tril_indices(dim, dim, offset=-1)
+    rows, cols = torch.tril_indices(dim, dim, offset=-1, device=matrix.device)
     return torch.cat([torch.log(torch.diagonal(L)), L[rows, cols]])
 
 
-def as_spd_params(value: float | torch.Tensor, dim: int, name: str) -> torch.Tensor:
-    """Cholesky parameters for a gain given as a positive scalar (``value · I``) or an SPD matrix."""
+def as_spd_params(
+    value: float | torch.Tensor,
+    dim: int,
+    name: str,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Cholesky parameters for a gain given as a positive scalar (``value · I``) or an SPD matrix,
+    on ``device`` (default: torch's default device)."""
     if isinstance(value, (int, float)):
         if not value > 0:
             raise ValueError(f"{name} must be positive (a scalar gain means {name}·I), got {value}")
-        return torch.cat(
-            [
-                torch.full((dim,), 0.5 * float(torch.log(torch.tensor(float(value))))),
-                torch.zeros(tril_size(dim) - dim),
-            ]
-        )
+        params = torch.zeros(tril_size(dim), device=device)
+        params[:dim] = 0.5 * math.log(float(value))
+        return params
     matrix = torch.as_tensor(value, dtype=torch.get_default_dtype())
     if matrix.shape != (dim, dim):
         raise ValueError(
             f"{name} must be a scalar or a {dim}x{dim} matrix, got {tuple(matrix.shape)}"
         )
-    return params_from_spd(matrix, name)
+    return params_from_spd(matrix, name).to(device)
 
 
 class SPDParameter(nn.Module):

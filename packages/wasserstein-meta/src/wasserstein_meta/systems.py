@@ -27,10 +27,20 @@ def body_air_velocity(phi: torch.Tensor, dq: torch.Tensor, wind: torch.Tensor) -
 
 
 @functools.cache
-def _constant(values: tuple[float, ...], dtype: torch.dtype) -> torch.Tensor:
-    """A small constant tensor built once per dtype: the closed loop asks for it at every stage
-    (a fresh ``torch.tensor`` each time was ~5 % of a PFAR meta-step)."""
-    return torch.tensor(values, dtype=dtype)
+def _cached_constant(
+    values: tuple[float, ...], dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    return torch.tensor(values, dtype=dtype, device=device)
+
+
+def _constant(values: tuple[float, ...], like: torch.Tensor) -> torch.Tensor:
+    """A small constant tensor with ``like``'s dtype and device, built once per (dtype, device):
+    the closed loop asks for it at every stage (a fresh ``torch.tensor`` each time was ~5 % of a
+    PFAR meta-step). Under ``torch.compile`` it is built in the graph instead (Dynamo would trace
+    through the cache with a warning; the compiled graph holds the constant anyway)."""
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=like.dtype, device=like.device)
+    return _cached_constant(values, like.dtype, like.device)
 
 
 def _check_drag(drag: tuple[float, ...], n: int) -> tuple[float, ...]:
@@ -59,7 +69,7 @@ class PFAR:
     fully_actuated = True
 
     def gravity(self, q: torch.Tensor) -> torch.Tensor:
-        return _constant((0.0, GRAVITY, 0.0), q.dtype)
+        return _constant((0.0, GRAVITY, 0.0), q)
 
     def input_matrix(self, q: torch.Tensor) -> torch.Tensor:
         """``B(φ)``, ``(B, 3, 3)``: orthogonal, so ``B⁻¹ = Bᵀ``."""
@@ -120,7 +130,7 @@ class PVTOL:
         """The disturbance on (ẍ, ÿ, φ̈), ``(B, 3)``."""
         phi = q[..., 2]
         v = body_air_velocity(phi, dq, wind)
-        beta = _constant(self.drag[:2], q.dtype)
+        beta = _constant(self.drag[:2], q)
         d_xy = (rotation(phi) @ (-beta * v * v.abs()).unsqueeze(-1)).squeeze(-1)
         v_r = self.arm * dq[..., 2] - v[..., 1]
         v_l = -self.arm * dq[..., 2] - v[..., 1]

@@ -14,8 +14,12 @@ import torch
 
 from wasserstein_meta.errors import SimulationDiverged
 from wasserstein_meta.simulate import (
+    check_compile_grad,
+    check_device,
+    check_ensemble_device,
     check_reference_attitude,
     closed_loop,
+    controller_device,
     controller_dtype,
     reference_stages,
 )
@@ -33,15 +37,21 @@ class History:
 
 
 def reference_states(
-    refs: Sequence[Spline], T: float, n_points: int = 50, ctrl=None
+    refs: Sequence[Spline],
+    T: float,
+    n_points: int = 50,
+    ctrl=None,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """``(len(refs)·n_points, 6)`` states the references ask for, sampled along them: ``(r, ṙ)``,
-    or through ``ctrl.reference_state`` (the PVTOL's flatness map) when a controller is given."""
+    """``(len(refs)·n_points, 6)`` states the references ask for, sampled along them: ``(r, ṙ)``
+    in float64 on ``device`` (default: torch's default device), or through
+    ``ctrl.reference_state`` (the PVTOL's flatness map) on the controller's device when a
+    controller is given."""
     t = np.linspace(0.0, T, n_points)
     if ctrl is None:
-        r = evaluate(refs, t, 1)
+        r = evaluate(refs, t, 1, device=device)
         return torch.cat([r[0], r[1]], -1).reshape(-1, 6)
-    r = evaluate(refs, t, ctrl.ref_derivs)
+    r = evaluate(refs, t, ctrl.ref_derivs, device=controller_device(ctrl))
     return ctrl.reference_state(r.reshape(r.shape[0], -1, r.shape[-1]))
 
 
@@ -54,15 +64,20 @@ def task_atoms(ctrl, ensemble, states: torch.Tensor, ridge: float = 1e-3) -> tor
     gives atoms of norm ~700 for forces of order 1, whose pairwise costs no ε can resolve; ρ = 1e-3
     of the mean eigenvalue keeps them at the forces' scale. Differentiable in the features.
     """
+    device = controller_device(ctrl)
+    check_device("the states", states.device, device)
+    check_ensemble_device(ensemble, device)
     states = states.to(controller_dtype(ctrl))
     q, dq = states[:, :3], states[:, 3:]
     y = ctrl.features(states)
     K = ensemble.n_models
-    idx = torch.arange(K).repeat_interleave(len(states))
+    idx = torch.arange(K, device=device).repeat_interleave(len(states))
     f = ensemble.force(idx, q.repeat(K, 1), dq.repeat(K, 1))
     f = ctrl.adapted_force(q.repeat(K, 1), f).view(K, len(states), -1)
     gram = y.T @ y
-    gram = gram + ridge * gram.diagonal().mean() * torch.eye(y.shape[-1], dtype=y.dtype)
+    gram = gram + ridge * gram.diagonal().mean() * torch.eye(
+        y.shape[-1], dtype=y.dtype, device=device
+    )
     A = torch.linalg.solve(gram, y.T @ f).transpose(-1, -2)  # (K, d, m)
     return ctrl.to_potential_coords(A)
 
@@ -73,14 +88,16 @@ def refresh_atoms(ctrl, ensemble, states: torch.Tensor) -> None:
         ctrl.potential.set_atoms(task_atoms(ctrl, ensemble, states))
 
 
-def _pairs(n_refs: int, n_models: int) -> tuple[torch.Tensor, torch.Tensor]:
-    ref_index = torch.arange(n_refs).repeat(n_models)
-    model_index = torch.arange(n_models).repeat_interleave(n_refs)
+def _pairs(
+    n_refs: int, n_models: int, device: torch.device | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    ref_index = torch.arange(n_refs, device=device).repeat(n_models)
+    model_index = torch.arange(n_models, device=device).repeat_interleave(n_refs)
     return ref_index, model_index
 
 
 def feature_l2(ctrl) -> torch.Tensor:
-    total = torch.zeros((), dtype=controller_dtype(ctrl))
+    total = torch.zeros((), dtype=controller_dtype(ctrl), device=controller_device(ctrl))
     for p in ctrl.features.parameters():
         total = total + (p**2).sum()
     return total
@@ -123,6 +140,7 @@ def meta_train(
     checkpoint_every: int = 10,
     resume: bool = False,
     progress=None,
+    compile: bool = False,
 ) -> History:
     """Meta-train ``ctrl`` in place; keep the step with the best validation loss.
 
@@ -133,7 +151,10 @@ def meta_train(
     scores ``inf`` (never kept; training flights that diverge still raise), and ``RuntimeError`` is
     raised when every validation diverged. ``checkpoint`` saves the controller, the optimizer and
     the history every ``checkpoint_every`` steps; ``resume=True`` continues from it
-    and gives the same result as an uninterrupted run.
+    and gives the same result as an uninterrupted run. Trains on ``ctrl``'s device (the
+    ensemble must be there too); ``compile=True`` compiles the integration step
+    (:func:`~wasserstein_meta.simulate.compiled_rk_step`; not for a
+    :class:`~wasserstein_meta.PVTOLController`: ``ValueError``, its law back-propagates twice).
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
@@ -141,17 +162,19 @@ def meta_train(
         raise ValueError("refs must hold at least one reference trajectory, got none")
     if not 0 <= val_frac < 1:
         raise ValueError(f"val_frac must lie in [0, 1), got {val_frac}")
+    if compile:
+        check_compile_grad(ctrl, "meta_train(compile=True)")
     train_refs, val_refs, train_models, val_models = train_val_split(
         len(refs), ensemble.n_models, val_frac, seed
     )
     ens_train, ens_val = ensemble.subset(train_models), ensemble.subset(val_models)
     r_train, r_val = [refs[i] for i in train_refs], [refs[i] for i in val_refs]
     check_reference_attitude(list(refs), T, dt)
-    dtype = controller_dtype(ctrl)
-    st_train = reference_stages(r_train, T, dt, integrator, dtype, ctrl.ref_derivs)
-    st_val = reference_stages(r_val, T, dt, integrator, dtype, ctrl.ref_derivs)
-    train_pairs = _pairs(len(r_train), ens_train.n_models)
-    val_pairs = _pairs(len(r_val), ens_val.n_models)
+    dtype, device = controller_dtype(ctrl), controller_device(ctrl)
+    st_train = reference_stages(r_train, T, dt, integrator, dtype, ctrl.ref_derivs, device)
+    st_val = reference_stages(r_val, T, dt, integrator, dtype, ctrl.ref_derivs, device)
+    train_pairs = _pairs(len(r_train), ens_train.n_models, device)
+    val_pairs = _pairs(len(r_val), ens_val.n_models, device)
     states = reference_states(r_train, T, ctrl=ctrl)
     # Learnable atoms become a parameter at their first setting: before the optimizer is built.
     with torch.no_grad():
@@ -162,13 +185,15 @@ def meta_train(
     start = 0
     path = Path(checkpoint) if checkpoint is not None else None
     if resume and path is not None and path.exists():
-        saved = torch.load(path, weights_only=False)
+        saved = torch.load(path, weights_only=False, map_location=device)
         ctrl.load_state_dict(saved["ctrl"])
         opt.load_state_dict(saved["opt"])
         history, best_state, start = saved["history"], saved["best"], saved["step"]
 
     def loss_on(pairs, stages, rs, ens, regularise: bool) -> torch.Tensor:
-        cost = closed_loop(ctrl, ens, rs, pairs[0], pairs[1], T, dt, integrator, stages=stages)
+        cost = closed_loop(
+            ctrl, ens, rs, pairs[0], pairs[1], T, dt, integrator, stages=stages, compile=compile
+        )
         assert isinstance(cost, torch.Tensor)
         total = (cost[:, 0] + reg_ctrl * cost[:, 1]).sum()
         if regularise:

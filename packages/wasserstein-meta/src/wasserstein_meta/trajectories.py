@@ -194,7 +194,13 @@ def random_flat_splines(
 
 
 def evaluate(
-    refs: Sequence[Spline], t: np.ndarray, derivs: int = 2, dtype=torch.float64
+    refs: Sequence[Spline],
+    t: np.ndarray,
+    derivs: int = 2,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """``(derivs + 1, len(refs), len(t), coords)`` tensor of the references and their derivatives."""
-    return torch.as_tensor(np.stack([r(t, derivs) for r in refs], axis=1), dtype=dtype)
+    """``(derivs + 1, len(refs), len(t), coords)`` tensor of the references and their derivatives,
+    on ``device`` (default: torch's default device)."""
+    values = np.stack([r(t, derivs) for r in refs], axis=1)
+    return torch.as_tensor(values, dtype=dtype, device=device)
