@@ -33,5 +33,6 @@ def test_transformer_learns_an_ordered_motif():
     train, test = data.split(512)
     torch.manual_seed(0)
     model = TransformerClassifier(d_model=32, n_layers=2)
-    fit(model, train, Protocol(lr=1e-3, epochs=4, batch_size=16, warmup=0.1))
+    fit(model, train, Protocol(lr=1e-3, epochs=8, batch_size=16, warmup=0.1))
+    # kmer=1 (single-base tokens) reached test AUROC 0.47 here, kmer=5 0.86
     assert evaluate(model, test)["auroc"] > 0.7
