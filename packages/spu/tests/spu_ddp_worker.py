@@ -47,6 +47,9 @@ def main(out: str) -> None:
         trained = model.module if world > 1 else model
         torch.save(trained.state_dict(), out)
     if world > 1:
+        # Leave together: a rank that tears down while its peer still works (rank 0 saving) left
+        # that peer blocked in destroy_process_group under load (seen 2026-12-08).
+        dist.barrier()
         dist.destroy_process_group()
 
 
