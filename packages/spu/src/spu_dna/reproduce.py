@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
-from shared_core.report import Report
+from shared_core.report import Report, claim_holds
 from spu_dna.data.synthetic import bag_of_motifs_ceiling
 from spu_dna.experiments import BASELINE_NAMES, MODELS, TASKS, run_one, time_scaling
 
@@ -160,6 +160,7 @@ def _summary(
             "se": _se(accs, [_var(a) for a in accs], rs[0]["n"]),
             "accuracies": accs,
             "auroc": statistics.mean(r["auroc"] for r in rs),
+            "aurocs": [r["auroc"] for r in rs],
             "seconds": statistics.mean(r["seconds_per_epoch"] for r in rs),
             "params": rs[0]["params"],
             "lr": rs[0]["lr"],
@@ -204,15 +205,26 @@ def auroc_se_at(auroc: float, n: int) -> float:
     return math.sqrt(max(var, 1e-12) / (half * half))
 
 
+def auroc_se(aurocs: Sequence[float], floor: float) -> float:
+    """Standard error of the mean of per-seed ``aurocs``: the seed-to-seed one, floored by ``floor``
+    (Hanley and McNeil's s.e. of one seed's AUROC), divided by sqrt(seeds) like the spread, since
+    two or three seeds can agree by chance, and the spread can dwarf the floor (per-seed CNN
+    long-range AUROCs 0.815, 0.687, 0.531: 2 s.e. 0.164 from the spread, 0.027 from the floor)."""
+    seeds = len(aurocs)
+    spread = statistics.stdev(aurocs) if seeds > 1 else 0.0
+    return max(spread, floor) / math.sqrt(seeds)
+
+
 def _learned_auroc(
     results: dict[str, Any], model: str, tasks: Sequence[str] = tuple(TASKS)
 ) -> tuple[float, float]:
-    """``model``'s AUROC averaged over the tasks (and seeds) and the null s.e. of that mean."""
+    """``model``'s AUROC averaged over the tasks (and seeds) and the s.e. of that mean: the spread
+    of the per-seed task means, floored by the null s.e. of a mean over the tasks (the control asks
+    whether the AUROC is above 0.5)."""
     cells = [results[model][t] for t in tasks]
-    draws = sum(len(c["accuracies"]) for c in cells)
-    return statistics.mean(c["auroc"] for c in cells), auroc_null_se(cells[0]["n"]) / math.sqrt(
-        draws
-    )
+    per_seed = [statistics.mean(s) for s in zip(*(c["aurocs"] for c in cells), strict=True)]
+    floor = auroc_null_se(cells[0]["n"]) / math.sqrt(len(tasks))
+    return statistics.mean(per_seed), auroc_se(per_seed, floor)
 
 
 def _claims_accuracy(
@@ -282,8 +294,8 @@ def _paired_chance(
 
 
 def _claim_ablation(report: Report, results: dict[str, Any], ablation: str, task: str) -> None:
-    """Held when the drop on ``task`` exceeds 2 s.e. (it is real) and every other task's drop (point
-    estimates: 'most'); the note says whether the margin over the runner-up also exceeds 2 s.e."""
+    """Held when the drop on ``task`` exceeds 2 s.e. (it is real) and exceeds the runner-up's drop by
+    more than 2 s.e. of that margin ('most' must be shown, not a point estimate's tie-break)."""
     drops = {t: _paired(results, "SPU", ablation, [t]) for t in TASKS}
     runner_up = max((t for t in TASKS if t != task), key=lambda t: drops[t][0])
     significant = drops[task][0] > 2 * drops[task][1]
@@ -297,6 +309,8 @@ def _claim_ablation(report: Report, results: dict[str, Any], ablation: str, task
     )
     if not significant:
         note += "; the drop on this task is within noise, so 'costs most' would hold vacuously"
+    if significant and not strong:
+        note += f"; not shown to cost most: the margin over {runner_up} is within noise"
     report.claim(
         f"removing {ablation.split('-', 1)[1]} costs most on the {task} task",
         "accuracy drop (full - ablation)",
@@ -304,7 +318,7 @@ def _claim_ablation(report: Report, results: dict[str, Any], ablation: str, task
         drops[runner_up][0],
         direction="higher",
         baseline_name=f"drop on {runner_up} (largest elsewhere)",
-        held=significant and margin > 0,
+        held=significant and strong,
         samples=_test_count(results["SPU"][task]),
         note=note,
     )
@@ -328,14 +342,22 @@ def _claims_long_range(report: Report, results: dict[str, Any]) -> None:
         "exceeds the ceiling",
     )
     cnn = cells["CNN"]
-    auroc_se = auroc_se_at(cnn["auroc"], cnn["n"]) / math.sqrt(len(cnn["accuracies"]))
+    cnn_auroc_se = auroc_se(cnn["aurocs"], auroc_se_at(cnn["auroc"], cnn["n"]))
     # the ceiling bounds a position-free classifier's AUROC too (spec's second metric): a constant
-    # predictor sits at the class fraction in accuracy whatever it ranks, so both must stay below
-    fails = cnn["accuracy"] - 2 * cnn["se"] <= ceiling and cnn["auroc"] - 2 * auroc_se <= ceiling
-    note = (
-        f"held when accuracy - 2 s.e. and AUROC ({cnn['auroc']:.3f}) - 2 s.e. ({2 * auroc_se:.3f}) "
-        "both stay at or below the ceiling"
+    # predictor sits at the class fraction in accuracy whatever it ranks, so both must stay below.
+    # The burden is on the claim: failing is shown only when even + 2 s.e. stays at the ceiling
+    # (not merely when the CNN is not shown above it).
+    fails = (
+        cnn["accuracy"] + 2 * cnn["se"] <= ceiling
+        and cnn["auroc"] + 2 * cnn_auroc_se <= ceiling
     )
+    note = (
+        f"held when accuracy + 2 s.e. ({cnn['accuracy'] + 2 * cnn['se']:.3f}) and AUROC "
+        f"({cnn['auroc']:.3f}) + 2 s.e. ({2 * cnn_auroc_se:.3f}; seed spread floored by Hanley and "
+        f"McNeil) both stay at or below the ceiling ({ceiling:.3f})"
+    )
+    if not fails:
+        note += "; not shown to fail: the CNN may reach the ceiling within noise"
     if cnn.get("constant"):
         note += "; the CNN is a constant predictor here (accuracy = class fraction)"
     if not learnable:
@@ -347,7 +369,6 @@ def _claims_long_range(report: Report, results: dict[str, Any]) -> None:
         ceiling,
         direction="lower",
         baseline_name="position-free ceiling",
-        tolerance=2 * cnn["se"],
         held=fails and learnable,
         samples=_test_count(cnn),
         note=note,
@@ -376,7 +397,19 @@ def _claims_scaling(report: Report, settings: dict[str, Any]) -> list[dict[str, 
         rows.append({"model": name, f"L={short} s": row["baseline_s"], f"L={long} s": row["candidate_s"],
                      "time(2L)/time(L)": row["ratio"], "q25": row["ratio_q25"], "q75": row["ratio_q75"],
                      "pairs": row["repeats"]})  # fmt: skip
+    attention, attention_se = measured["Transformer"]
+    # the control: without it a ratio under the bound may be the timer's (noise, a shared CPU)
+    timer_sees = attention - 2 * attention_se > QUASI_LINEAR
     ratio, se = measured["SPU"]
+    note = (
+        "forward + backward, one model timed at both lengths interleaved, median of per-pair "
+        f"ratios; tolerance = 2 s.e. of that median ({2 * se:.3f}) from its quartiles"
+    )
+    if not timer_sees:
+        note += (
+            "; not tested: the timing control failed (attention's ratio is not above the bound by "
+            "2 s.e.), so this timer has not shown it can tell quasi-linear from faster growth"
+        )
     report.claim(
         f"SPU's time grows quasi-linearly (time(2L)/time(L) <= {QUASI_LINEAR} at L={short})",
         "time(2L)/time(L)",
@@ -385,21 +418,21 @@ def _claims_scaling(report: Report, settings: dict[str, Any]) -> list[dict[str, 
         direction="lower",
         baseline_name="quasi-linear bound",
         tolerance=2 * se,
+        held=timer_sees and claim_holds(ratio, QUASI_LINEAR, "lower", 2 * se),
         samples=settings["scaling_repeats"],
-        note=f"forward + backward, one model timed at both lengths interleaved, median of per-pair "
-        f"ratios; tolerance = 2 s.e. of that median ({2 * se:.3f}) from its quartiles",
+        note=note,
     )
-    ratio, se = measured["Transformer"]
     report.claim(
         f"control: attention's time grows faster than quasi-linear (ratio > {QUASI_LINEAR} + 2 s.e.)",
         "time(2L)/time(L)",
-        ratio,
+        attention,
         QUASI_LINEAR,
         direction="higher",
         baseline_name="quasi-linear bound",
-        held=ratio - 2 * se > QUASI_LINEAR,
+        held=timer_sees,
         samples=settings["scaling_repeats"],
-        note=f"shows the timer can see super-linear growth (quadratic would be 4); 2 s.e. {2 * se:.3f}",
+        note="shows the timer can see super-linear growth (quadratic would be 4); "
+        f"2 s.e. {2 * attention_se:.3f}",
     )
     return rows
 
