@@ -310,7 +310,8 @@ def _claim_ablation(report: Report, results: dict[str, Any], ablation: str, task
     if not significant:
         note += "; the drop on this task is within noise, so 'costs most' would hold vacuously"
     if significant and not strong:
-        note += f"; not shown to cost most: the margin over {runner_up} is within noise"
+        why = f"the drop on {runner_up} is larger" if margin <= 0 else "the margin is within noise"
+        note += f"; not shown to cost most: {why}"
     report.claim(
         f"removing {ablation.split('-', 1)[1]} costs most on the {task} task",
         "accuracy drop (full - ablation)",
