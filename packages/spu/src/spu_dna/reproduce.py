@@ -349,8 +349,7 @@ def _claims_long_range(report: Report, results: dict[str, Any]) -> None:
     # The burden is on the claim: failing is shown only when even + 2 s.e. stays at the ceiling
     # (not merely when the CNN is not shown above it).
     fails = (
-        cnn["accuracy"] + 2 * cnn["se"] <= ceiling
-        and cnn["auroc"] + 2 * cnn_auroc_se <= ceiling
+        cnn["accuracy"] + 2 * cnn["se"] <= ceiling and cnn["auroc"] + 2 * cnn_auroc_se <= ceiling
     )
     note = (
         f"held when accuracy + 2 s.e. ({cnn['accuracy'] + 2 * cnn['se']:.3f}) and AUROC "
