@@ -30,6 +30,7 @@ __all__ = [
     "build",
     "count_parameters",
     "run_one",
+    "scaled_width",
     "time_scaling",
 ]
 
@@ -49,11 +50,18 @@ PARAM_BAND = (100_000, 300_000)  # issue 22: every arm at 100-300 k parameters
 WIDTHS = {**dict.fromkeys(ABLATIONS, 104), "CNN": 80, "Transformer": 80, "Hyena": 96, "Mamba": 64}
 
 
-def build(name: str, max_len: int) -> nn.Module:
-    """Model ``name`` at its width in :data:`WIDTHS` for sequences up to ``max_len``."""
+def scaled_width(name: str, scale: float) -> int:
+    """``name``'s width in :data:`WIDTHS` times ``scale``, rounded to a multiple of 8 (LPL's 8
+    groups, attention's 4 heads), at least 8: the model-size axis of :mod:`spu_dna.sweep`."""
+    return max(8, 8 * round(WIDTHS[name] * scale / 8))
+
+
+def build(name: str, max_len: int, width_scale: float = 1.0) -> nn.Module:
+    """Model ``name`` at its width in :data:`WIDTHS` (times ``width_scale``, see
+    :func:`scaled_width`) for sequences up to ``max_len``."""
     if name not in WIDTHS:
         raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
-    d_model = WIDTHS[name]
+    d_model = scaled_width(name, width_scale)
     if name in ABLATIONS:
         config = SPUConfig(
             d_model=d_model, n_layers=2, lpl_groups=8, dpl_max_len=max_len, dropout=0.0,
@@ -87,7 +95,7 @@ def run_one(
     train, rest = data.split(n_train)
     val, test = rest.split(n_val)
     torch.manual_seed(seed)
-    model = build(model_name, length)
+    model = build(model_name, length, settings.get("width_scale", 1.0))
     protocol = Protocol(
         lr=lr, epochs=settings["epochs"], batch_size=settings["batch"],
         warmup=settings.get("warmup", Protocol.warmup),
