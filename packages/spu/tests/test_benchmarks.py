@@ -39,6 +39,21 @@ def test_throughput_reports_ratios_and_caps(tmp_path, capsys):
     assert all("over time cap" in r["status"] for r in json.loads(out.read_text())["rows"])
 
 
+def test_throughput_scaling_only_times_each_model_with_spu_as_the_check(tmp_path):
+    bench = _load("throughput")
+    out = tmp_path / "s.json"
+    args = ["--scaling-only", "--lengths", "32", "64", "--models", "SPU", "Hyena", "--d-model",
+            "16", "--layers", "1", "--batch", "2", "--repeats", "1", "--scaling-min", "32",
+            "--out", str(out)]  # fmt: skip
+    assert bench.main(args) in (0, 1)
+    result = json.loads(out.read_text())
+    assert result["rows"] == []  # no throughput rounds
+    spu, hyena = result["scaling"]
+    assert (spu["model"], spu["L"], hyena["model"], hyena["L"]) == ("SPU", 32, "Hyena", 32)
+    assert spu["ok"] == (spu["ratio"] <= 2.4) and "ok" not in hyena  # Hyena is the reference
+    assert spu["name"] == "SPU L=64" and spu["baseline_name"] == "SPU L=32"
+
+
 def test_genomic_benchmarks_skips_without_data_and_reads_the_cache_layout(tmp_path, capsys):
     bench = _load("genomic_benchmarks")
     assert bench.main(["--data-dir", str(tmp_path / "none")]) == 0
