@@ -136,7 +136,9 @@ def _ratios(rows: list[dict[str, Any]]) -> None:
 
 def measure_length(args: argparse.Namespace, length: int) -> list[dict[str, Any]]:
     """Every model at one length, interleaved: warm-up (and time-cap probe), then rounds."""
-    rows, steps, times = [], {}, {}
+    rows: list[dict[str, Any]] = []
+    steps: dict[str, Any] = {}
+    times: dict[str, list[float]] = {}
     for name in args.models:
         row: dict[str, Any] = {"model": name, "L": length, "status": "ok"}
         rows.append(row)
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     else:  # SPU at the lengths it ran (within memory and the time cap)
         ran = [r["L"] for r in rows if r["model"] == "SPU" and r["status"] == "ok"]
         checks = scaling_checks(args, ran, ["SPU"])
-    result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+    result: dict[str, object] = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
               "settings": vars(args), "rows": rows, "scaling": checks}  # fmt: skip
     _write(args, result)
     return 0 if all(c.get("ok", True) for c in checks) else 1
