@@ -5,7 +5,7 @@ import pytest
 from spu_dna.data.synthetic import random_pwm
 from spu_dna.experiments import WIDTHS, build, count_parameters, scaled_width
 from spu_dna.reproduce import _settings
-from spu_dna.sweep import main, point_settings
+from spu_dna.sweep import cut_note, main, point_settings
 
 from shared_core.cli import parse_reproduce_args
 from shared_core.report import Report
@@ -38,11 +38,18 @@ def test_width_scale_scales_every_arm_alike_to_a_multiple_of_8():
         assert scaled_width(name, 1) == width
         assert scaled_width(name, 2) == 2 * width
         assert scaled_width(name, 0.5) % 8 == 0 and abs(scaled_width(name, 0.5) - width / 2) <= 4
-        assert scaled_width(name, 0.01) == 8
+        assert scaled_width(name, 0.25) >= 16
         small, base = (count_parameters(build(name, 64, s)) for s in (0.5, 1))
         assert small < base < count_parameters(build(name, 64, 2))
     # the embedding is the model's width: SPU at scale 2 is 208 wide
     assert build("SPU", 64, 2).config.d_model == 208
+
+
+@pytest.mark.parametrize("scale", [0, -1, 0.01, 0.24, 4.01, float("nan"), float("inf")])
+def test_a_width_scale_outside_the_accepted_range_is_refused_naming_it(scale):
+    for call in (lambda: scaled_width("SPU", scale), lambda: build("CNN", 64, scale)):
+        with pytest.raises(ValueError, match=r"width_scale must be in \[0.25, 4\], got"):
+            call()
 
 
 @pytest.mark.parametrize(
@@ -94,9 +101,22 @@ def test_size_sweep_smoke_reports_each_arms_parameters_and_the_ablation_claims(t
     }  # fmt: skip
     assert [(r["size"], r["ablation"]) for r in drops] == [(0.5, "SPU -LPL"), (1, "SPU -LPL")]
     assert drops[0].keys() == {"size", "ablation", "motif drop", "long_range drop", "periodic drop"}
-    # the cuts reach the training: one seed at lr 3e-3 per cell
-    trained = sorted(p.name.split("-")[-2] for p in (tmp_path / "checkpoints").glob("train-*"))
-    assert set(trained) == {"lr0.003"}
+    # the cuts reach the training: one seed (0; --smoke runs two) at lr 3e-3 per cell
+    # (a checkpoint is train-<task>-<model>-<seed>-lr<lr>-<hash>)
+    trained = [p.name.split("-")[-3:-1] for p in (tmp_path / "checkpoints").glob("train-*")]
+    assert trained and {seed for seed, _ in trained} == {"0"}
+    assert {lr for _, lr in trained} == {"lr0.003"}
+    # and every verdict says what it rests on
+    cut = "protocol cut: seeds 0 only (the protocol runs 2); lr grid {0.003} (the protocol chooses"
+    assert all(cut in c.note for c in report.claims)
+
+
+def test_cut_note_names_each_cut_against_the_protocol():
+    assert cut_note(BASE, {}) == ""
+    assert cut_note(BASE, {"seeds": 2}, seed=5) == "protocol cut: seeds 5, 6 only (the protocol runs 3)"
+    lr_only = cut_note(BASE, {"lr_grid": [0.003]})
+    assert lr_only.startswith("protocol cut: lr grid {0.003} (the protocol chooses each arm's lr from "
+                              "{0.001, 0.003} on validation")  # fmt: skip
 
 
 def test_sweep_refuses_a_strength_sweep_off_the_motif_task(tmp_path):

@@ -27,6 +27,7 @@ __all__ = [
     "PARAM_BAND",
     "TASKS",
     "WIDTHS",
+    "WIDTH_SCALES",
     "build",
     "count_parameters",
     "run_one",
@@ -48,12 +49,18 @@ PARAM_BAND = (100_000, 300_000)  # issue 22: every arm at 100-300 k parameters
 # near 110-190 k: the ablations keep SPU's width (an ablation removes a part, nothing is re-grown).
 # Mamba grows by depth, not width: transformers' CPU path costs ~4x SPU per step at d = 112.
 WIDTHS = {**dict.fromkeys(ABLATIONS, 104), "CNN": 80, "Transformer": 80, "Hyena": 96, "Mamba": 64}
+# the width scales accepted (the model-size axis of spu_dna.sweep): at 1/4 the narrowest arm (Mamba,
+# 64) is 16 wide; at 4 SPU has ~2.9 M parameters, a CPU step ~15x --quick's
+WIDTH_SCALES = (0.25, 4.0)
 
 
 def scaled_width(name: str, scale: float) -> int:
-    """``name``'s width in :data:`WIDTHS` times ``scale``, rounded to a multiple of 8 (LPL's 8
-    groups, attention's 4 heads), at least 8: the model-size axis of :mod:`spu_dna.sweep`."""
-    return max(8, 8 * round(WIDTHS[name] * scale / 8))
+    """``name``'s width in :data:`WIDTHS` times ``scale`` (in :data:`WIDTH_SCALES`), rounded to a
+    multiple of 8 (LPL's 8 groups, attention's 4 heads): the model-size axis of :mod:`spu_dna.sweep`."""
+    low, high = WIDTH_SCALES
+    if not low <= scale <= high:  # nan fails the comparison too
+        raise ValueError(f"width_scale must be in [{low:g}, {high:g}], got {scale!r}")
+    return 8 * round(WIDTHS[name] * scale / 8)
 
 
 def build(name: str, max_len: int, width_scale: float = 1.0) -> nn.Module:

@@ -38,7 +38,7 @@ import numpy as np
 from shared_core.cli import parse_reproduce_args
 from shared_core.report import Report
 from spu_dna.data.synthetic import random_pwm
-from spu_dna.experiments import ABLATIONS, BASELINE_NAMES, MODELS, TASKS
+from spu_dna.experiments import ABLATIONS, BASELINE_NAMES, MODELS, TASKS, WIDTH_SCALES
 from spu_dna.reproduce import (
     ABLATION_CLAIMS,
     _claim_ablation,
@@ -50,15 +50,12 @@ from spu_dna.reproduce import (
     _tune_and_train,
 )
 
-__all__ = ["AXES", "main", "point_settings", "sweep"]
+__all__ = ["AXES", "cut_note", "main", "point_settings", "sweep"]
 
 AXES = ("length", "strength", "size")
 # the longest L a sweep point accepts: --quick's protocol trains every arm at L for 192 steps on CPU,
 # and attention's time and memory grow with L^2 (8192 is the reproduction's longest timing length)
 MAX_LENGTH = 8192
-# the width scales a point accepts: at 1/4 the narrowest arm (Mamba, 64) is 16 wide; at 4 SPU has
-# ~2.9 M parameters, a CPU step ~15x --quick's
-WIDTH_SCALES = (0.25, 4.0)
 
 
 def point_settings(base: dict[str, Any], axis: str, value: float) -> dict[str, Any]:
@@ -124,6 +121,21 @@ def _drop_rows(
     return rows
 
 
+def cut_note(protocol: dict[str, Any], cuts: dict[str, Any], seed: int = 0) -> str:
+    """What a cut sweep's verdicts rest on, against the protocol's ``seeds`` and ``lr_grid`` (each
+    claim's note carries it, so that a verdict is never read as the full protocol's); "" uncut."""
+    parts = []
+    if "seeds" in cuts:
+        seeds = ", ".join(str(seed + s) for s in range(cuts["seeds"]))
+        parts.append(f"seeds {seeds} only (the protocol runs {protocol['seeds']})")
+    if "lr_grid" in cuts:
+        grid = ", ".join(f"{lr:g}" for lr in cuts["lr_grid"])
+        full = ", ".join(f"{lr:g}" for lr in protocol["lr_grid"])
+        parts.append(f"lr grid {{{grid}}} (the protocol chooses each arm's lr from {{{full}}} on "
+                     "validation, so a fixed lr may not be an arm's own choice)")  # fmt: skip
+    return f"protocol cut: {'; '.join(parts)}" if parts else ""
+
+
 def sweep(
     out: Path, axis: str, values: Sequence[float], tasks: Sequence[str], models: Sequence[str],
     seed: int = 0, size: str = "quick", cuts: dict[str, Any] | None = None,
@@ -132,7 +144,9 @@ def sweep(
     accuracy against ``axis``. ``size="smoke"`` bases it on ``--smoke`` (for tests); ``cuts``
     overrides the protocol's ``seeds`` or ``lr_grid`` (recorded in the report's settings)."""
     cuts = cuts or {}
-    base = {**_settings(parse_reproduce_args([f"--{size}"])), **cuts}
+    protocol = _settings(parse_reproduce_args([f"--{size}"]))
+    base = {**protocol, **cuts}
+    cut = cut_note(protocol, cuts, seed)
     summary = Report("spu-dna", f"Where the claims hold: {axis} varied", out / f"sweep-{axis}",
                      {"axis": axis, "values": list(values), "tasks": list(tasks),
                       "models": list(models), "seed": seed, "base": f"--{size}",
@@ -152,8 +166,9 @@ def sweep(
                          **{f"{t} AUROC": results[model][t]["auroc"] for t in tasks},
                          "lr": "/".join(f"{results[model][t]['lr']:g}" for t in tasks)})  # fmt: skip
         for claim in claims:  # each point's verdicts, under the rules of the reproduction
+            note = f"{claim.note}; {cut}" if claim.note and cut else claim.note or cut
             summary.claims.append(
-                dataclasses.replace(claim, name=f"{axis} = {value:g}: {claim.name}")
+                dataclasses.replace(claim, name=f"{axis} = {value:g}: {claim.name}", note=note)
             )
     summary.table("per point: test accuracy (mean over seeds ± 2 s.e.) and AUROC", rows)
     if drops:
