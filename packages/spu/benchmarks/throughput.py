@@ -170,14 +170,23 @@ def measure_length(args: argparse.Namespace, length: int) -> list[dict[str, Any]
     return rows
 
 
+def scaling_pairs(lengths: list[int], minimum: int) -> list[int]:
+    """Each L >= ``minimum`` in ``lengths`` whose 2L is in ``lengths`` too: the L of each 2L/L check."""
+    return [n for n in sorted(set(lengths)) if n >= minimum and 2 * n in lengths]
+
+
+def scaling_ok(ratio: float, se: float) -> bool:
+    """The check: time(2L)/time(L) <= 2.4 within two standard errors of the median ratio."""
+    return ratio <= QUASI_LINEAR + 2 * se
+
+
 def scaling_checks(
     args: argparse.Namespace, lengths: list[int], names: list[str]
 ) -> list[dict[str, Any]]:
-    """time(2L)/time(L) of each model in ``names``, interleaved, for each L >= ``--scaling-min`` with
-    2L in ``lengths``; SPU's row holds the check (``ok``), a peer's is the reference."""
-    pairs = [n for n in sorted(lengths) if n >= args.scaling_min and 2 * n in lengths]
+    """time(2L)/time(L) of each model in ``names``, interleaved, for each L of
+    :func:`scaling_pairs`; SPU's row holds the check (``ok``), a peer's is the reference."""
     checks = []
-    for length in pairs:
+    for length in scaling_pairs(lengths, args.scaling_min):
         for name in names:
             # one model per length, the same seed (the same weights): a model built for 2L would
             # refit SPU's global filter to L on every call (functional.fit_filter)
@@ -194,7 +203,7 @@ def scaling_checks(
             se = median_ratio_se(row)
             check = {"model": name, "L": length, **row, "two_se": 2 * se}
             if name == "SPU":
-                check["ok"] = comparison.ratio <= QUASI_LINEAR + 2 * se
+                check["ok"] = scaling_ok(comparison.ratio, se)
             checks.append(check)
     return checks
 
@@ -237,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="only time(2L)/time(L) of each of --models (SPU's is the check)")  # fmt: skip
     parser.add_argument("--peak-child", help=argparse.SUPPRESS)  # the subprocess of cpu_peak
     args = parser.parse_args(argv)
+    if args.scaling_only:  # a run that would check nothing is an error, not a silent pass
+        if "SPU" not in args.models:
+            parser.error(f"--scaling-only checks SPU (a peer is only the reference): --models "
+                         f"must include SPU, got {args.models}")  # fmt: skip
+        if not scaling_pairs(args.lengths, args.scaling_min):
+            parser.error(f"--scaling-only needs a length L >= --scaling-min {args.scaling_min} with "
+                         f"2L also in --lengths, got --lengths {args.lengths}")  # fmt: skip
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.peak_child:
