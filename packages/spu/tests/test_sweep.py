@@ -113,7 +113,10 @@ def test_size_sweep_smoke_reports_each_arms_parameters_and_the_ablation_claims(t
 
 def test_cut_note_names_each_cut_against_the_protocol():
     assert cut_note(BASE, {}) == ""
-    assert cut_note(BASE, {"seeds": 2}, seed=5) == "protocol cut: seeds 5, 6 only (the protocol runs 3)"
+    assert (
+        cut_note(BASE, {"seeds": 2}, seed=5)
+        == "protocol cut: seeds 5, 6 only (the protocol runs 3)"
+    )
     lr_only = cut_note(BASE, {"lr_grid": [0.003]})
     assert lr_only.startswith("protocol cut: lr grid {0.003} (the protocol chooses each arm's lr from "
                               "{0.001, 0.003} on validation")  # fmt: skip

@@ -17,7 +17,7 @@ import time
 import torch
 
 sys.path.insert(0, "packages/spu/benchmarks")
-import throughput as bench  # noqa: E402
+import throughput as bench
 
 torch.set_num_threads(1)
 layers = int(sys.argv[1]) if len(sys.argv) > 1 else 1
