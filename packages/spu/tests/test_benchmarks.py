@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,13 +31,73 @@ def test_throughput_reports_ratios_and_caps(tmp_path, capsys):
     assert abs(spu["time_over_fastest_peer"] - spu["seconds"] / fastest) < 1e-12
     assert json.loads(out.read_text())["scaling"] == []  # no L >= 4 k: nothing to check
     # the interleaved 2L/L check, its tolerance two standard errors of the median ratio
-    assert bench.main([*args, "--scaling-min", "32"]) in (0, 1)
+    code = bench.main([*args, "--scaling-min", "32"])
     (check,) = json.loads(out.read_text())["scaling"]
     assert check["L"] == 32 and check["repeats"] == 1 and check["two_se"] == 0.0
-    assert check["ok"] == (check["ratio"] <= 2.4)
+    assert check["ok"] == (check["ratio"] <= 2.4) and code == (0 if check["ok"] else 1)
     # a time cap of zero records every model as over it instead of dropping it
     assert bench.main([*args[:-2], "--time-cap", "0", "--out", str(out)]) == 0
     assert all("over time cap" in r["status"] for r in json.loads(out.read_text())["rows"])
+
+
+def test_throughput_scaling_only_times_each_model_with_spu_as_the_check(tmp_path):
+    bench = _load("throughput")
+    out = tmp_path / "s.json"
+    args = ["--scaling-only", "--lengths", "32", "64", "--models", "SPU", "Hyena", "--d-model",
+            "16", "--layers", "1", "--batch", "2", "--repeats", "1", "--scaling-min", "32",
+            "--out", str(out)]  # fmt: skip
+    code = bench.main(args)
+    result = json.loads(out.read_text())
+    assert result["rows"] == []  # no throughput rounds
+    spu, hyena = result["scaling"]
+    assert (spu["model"], spu["L"], hyena["model"], hyena["L"]) == ("SPU", 32, "Hyena", 32)
+    assert spu["ok"] == (spu["ratio"] <= 2.4 + spu["two_se"]) and "ok" not in hyena  # the reference
+    assert code == (0 if spu["ok"] else 1)
+    assert spu["name"] == "SPU L=64" and spu["baseline_name"] == "SPU L=32"
+
+
+# repeats 4 and an interquartile range of 1.349: s.e. = 1.2533 * 1 / sqrt(4), so the check's bound is
+# 2.4 + 2 s.e. = 3.6533
+@pytest.mark.parametrize(("ratio", "ok"), [(3.64, True), (3.67, False), (2.5, True), (1.0, True)])
+def test_scaling_check_holds_within_two_standard_errors_of_2_4_and_sets_the_exit_code(
+    tmp_path, monkeypatch, ratio, ok
+):
+    from shared_core.bench import Comparison
+
+    bench = _load("throughput")
+    calls = []
+
+    def fake_compare(candidate, baseline, *, name, baseline_name, repeats, warmup):
+        calls.append(name)  # the steps are not run: the comparison is made up
+        return Comparison(name, baseline_name, ratio, ratio - 0.6745, ratio + 0.6745, 2.0, 1.0, 4)
+
+    monkeypatch.setattr(bench, "compare", fake_compare)
+    out = tmp_path / "s.json"
+    args = ["--scaling-only", "--lengths", "32", "64", "--models", "SPU", "Hyena", "--d-model",
+            "16", "--layers", "1", "--batch", "2", "--scaling-min", "32", "--out", str(out)]  # fmt: skip
+    assert bench.main(args) == (0 if ok else 1)
+    spu, hyena = json.loads(out.read_text())["scaling"]
+    assert calls == ["SPU L=64", "Hyena L=64"]
+    assert spu["two_se"] == pytest.approx(1.2533) and spu["ok"] is ok and "ok" not in hyena
+    assert bench.scaling_ok(ratio, 1.2533 / 2) is ok
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--lengths", "32", "128", "--models", "SPU", "--scaling-min", "32"], r"--lengths \[32, 128\]"),
+        (["--lengths", "4096", "--models", "SPU"], r"--scaling-min 4096 .*--lengths \[4096\]"),
+        (["--lengths", "32", "128", "--models", "SPU"], r"--lengths \[32, 128\]"),
+        (["--lengths", "32", "64", "--models", "Hyena", "--scaling-min", "32"],
+         r"must include SPU, got \['Hyena'\]"),
+    ],
+)  # fmt: skip
+def test_scaling_only_that_would_check_nothing_is_refused_naming_why(argv, match, capsys):
+    bench = _load("throughput")
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--scaling-only", *argv])
+    assert exit_.value.code == 2
+    assert re.search(match, capsys.readouterr().err)
 
 
 def test_genomic_benchmarks_skips_without_data_and_reads_the_cache_layout(tmp_path, capsys):

@@ -11,11 +11,14 @@ from shared_core.report import Report
 N = 512  # test sequences per task, as in --quick
 
 
-def _cell(accuracy, auroc=None, seeds=1):
+def _cell(accuracy, auroc=None, seeds=1, aurocs=None):
+    """One cell of identical seeds, or per-seed ``aurocs`` (as many seeds, at ``accuracy``)."""
+    seeds = len(aurocs) if aurocs else seeds
     accs = [accuracy] * seeds
     se = reproduce._se(accs, [reproduce._var(a) for a in accs], N)
-    auroc = accuracy if auroc is None else auroc
-    return {"accuracy": accuracy, "accuracies": accs, "se": se, "auroc": auroc, "n": N}
+    aurocs = aurocs or [accuracy if auroc is None else auroc] * seeds
+    return {"accuracy": accuracy, "accuracies": accs, "se": se, "auroc": sum(aurocs) / seeds,
+            "aurocs": aurocs, "n": N}  # fmt: skip
 
 
 def _results(default=0.5, **cells):
@@ -104,6 +107,14 @@ def test_ablation_held_only_when_the_drop_is_real_and_largest_there(tmp_path):
     assert _ablation(tmp_path, {"periodic": 0.2, "motif": 0.25, "long_range": 0.0}).held is False
 
 
+def test_ablation_largest_by_a_margin_within_noise_is_not_held(tmp_path):
+    # the review's probe: a real drop, ahead of the runner-up by +0.002 against 2 s.e. of ~0.1
+    claim = _ablation(tmp_path, {"periodic": 0.2, "motif": 0.198, "long_range": 0.0})
+    assert "margin over motif +0.002" in claim.note
+    assert claim.held is False
+    assert "not shown to cost most" in claim.note
+
+
 def _long_range(tmp_path, best, cnn):
     results = _results(**{"Hyena|long_range": best, "CNN|long_range": cnn})
     return _claims(tmp_path, reproduce._claims_long_range, results)
@@ -117,10 +128,14 @@ def test_cnn_claim_needs_some_model_above_the_ceiling(tmp_path):
     assert cnn.held is False and "vacuous" in cnn.note
 
 
-def test_cnn_claim_held_at_the_ceiling_not_above_it(tmp_path):
+def test_cnn_claim_held_only_when_it_stays_below_the_ceiling_by_two_standard_errors(tmp_path):
     ceiling = bag_of_motifs_ceiling()
-    control, cnn = _long_range(tmp_path, 0.95, ceiling).values()
+    # a clear failure: accuracy and AUROC near chance on three close seeds
+    control, cnn = _long_range(tmp_path, 0.95, _cell(0.5, aurocs=[0.51, 0.52, 0.53])).values()
     assert control.held is True and cnn.held is True
+    # at the ceiling it is not shown to fail (the burden is on the claim)
+    _, cnn = _long_range(tmp_path, 0.95, ceiling).values()
+    assert cnn.held is False and "not shown to fail" in cnn.note
     _, cnn = _long_range(tmp_path, 0.95, min(ceiling + 0.15, 0.99)).values()
     assert cnn.held is False
 
@@ -129,6 +144,25 @@ def test_cnn_claim_not_held_when_its_auroc_beats_the_ceiling(tmp_path):
     # a collapsed threshold: accuracy at the class fraction, yet it ranks above any position-free model
     _, cnn = _long_range(tmp_path, 0.95, _cell(0.5, auroc=0.815)).values()
     assert cnn.held is False and "AUROC (0.815)" in cnn.note
+
+
+def test_cnn_claim_reads_the_seed_spread_of_its_auroc(tmp_path):
+    # the --quick CNN's per-seed long-range AUROCs: mean 0.678, near the ceiling, widely spread
+    aurocs = [0.815, 0.687, 0.531]
+    _, cnn = _long_range(tmp_path, 0.95, _cell(0.495, aurocs=aurocs)).values()
+    assert cnn.held is False
+    spread = reproduce.auroc_se(aurocs, 0.0)
+    assert spread == pytest.approx(0.082, abs=0.001)  # Hanley and McNeil's floor: ~0.014
+    assert reproduce.auroc_se(aurocs, reproduce.auroc_se_at(0.678, N)) == pytest.approx(spread)
+    assert f"2 s.e. ({2 * spread:.3f}" in cnn.note
+    # the same mean AUROC from three identical seeds: the floor alone
+    assert reproduce.auroc_se([0.678] * 3, 0.02) == pytest.approx(0.02 / 3**0.5)
+
+
+def test_cnn_claim_not_held_at_auroc_069(tmp_path):
+    # just above the ceiling in AUROC (0.69 > 2/3) with accuracy at chance: not shown to fail
+    _, cnn = _long_range(tmp_path, 0.95, _cell(0.5, aurocs=[0.69, 0.69, 0.69])).values()
+    assert cnn.held is False
 
 
 def test_lr_is_chosen_on_validation_not_on_test(tmp_path, monkeypatch):
@@ -170,8 +204,12 @@ def test_a_constant_predictor_is_flagged_in_the_comparison(tmp_path):
     ("spu", "attention", "held"),
     [((2.0, 1.9, 2.1), (3.5, 3.4, 3.6), (True, True)),
      ((3.0, 2.9, 3.1), (3.5, 3.4, 3.6), (False, True)),
-     # within the tolerance: ratio above 2.4 by less than 2 s.e. of its median
-     ((2.45, 2.2, 2.7), (2.5, 2.4, 2.6), (True, False))],
+     # within the tolerance (ratio above 2.4 by less than 2 s.e. of its median), yet the control
+     # fails: the timer has not shown it sees faster growth, so SPU's claim is not tested
+     ((2.45, 2.2, 2.7), (2.5, 2.4, 2.6), (False, False)),
+     # the review's probe: SPU well under the bound, attention above it but not by 2 s.e. (the
+     # --quick timing's quartiles spread as widely over 5 pairs as these over the test's 9)
+     ((2.25, 1.79, 2.49), (4.53, 3.96, 8.5), (False, False))],
 )  # fmt: skip
 def test_scaling_claims_use_the_median_ratio_and_its_standard_error(
     tmp_path, monkeypatch, spu, attention, held
@@ -187,5 +225,6 @@ def test_scaling_claims_use_the_median_ratio_and_its_standard_error(
     settings = {"scaling_lengths": [4096, 8192], "scaling_batch": 2, "scaling_repeats": 9}
     quasi, control = _claims(tmp_path, reproduce._claims_scaling, settings).values()
     assert (quasi.held, control.held) == held
+    assert ("not tested: the timing control failed" in quasi.note) is (not control.held)
     row = {"ratio_q25": spu[1], "ratio_q75": spu[2], "repeats": 9}
     assert quasi.tolerance == pytest.approx(2 * reproduce.median_ratio_se(row))

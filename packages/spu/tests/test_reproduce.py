@@ -34,6 +34,8 @@ def test_reproduce_smoke_computes_every_claim_over_every_arm(tmp_path):
         assert PARAM_BAND[0] <= row["params"] <= PARAM_BAND[1], row
         # every arm tuned on the same grid, per task
         assert all(float(lr) in grid for lr in row["lr (per task)"].split("/")), row
+        # the validation accuracy behind each choice, one per lr of the grid
+        assert len(row["motif val acc per lr"].split(" / ")) == len(grid), row
     timing = report.tables["forward + backward time"]
     assert [row["model"] for row in timing] == ["SPU", "Transformer"]
     assert all(row["time(2L)/time(L)"] > 0 and row["pairs"] == 2 for row in timing)

@@ -27,9 +27,11 @@ __all__ = [
     "PARAM_BAND",
     "TASKS",
     "WIDTHS",
+    "WIDTH_SCALES",
     "build",
     "count_parameters",
     "run_one",
+    "scaled_width",
     "time_scaling",
 ]
 
@@ -47,13 +49,26 @@ PARAM_BAND = (100_000, 300_000)  # issue 22: every arm at 100-300 k parameters
 # near 110-190 k: the ablations keep SPU's width (an ablation removes a part, nothing is re-grown).
 # Mamba grows by depth, not width: transformers' CPU path costs ~4x SPU per step at d = 112.
 WIDTHS = {**dict.fromkeys(ABLATIONS, 104), "CNN": 80, "Transformer": 80, "Hyena": 96, "Mamba": 64}
+# the width scales accepted (the model-size axis of spu_dna.sweep): at 1/4 the narrowest arm (Mamba,
+# 64) is 16 wide; at 4 SPU has ~2.9 M parameters, a CPU step ~15x --quick's
+WIDTH_SCALES = (0.25, 4.0)
 
 
-def build(name: str, max_len: int) -> nn.Module:
-    """Model ``name`` at its width in :data:`WIDTHS` for sequences up to ``max_len``."""
+def scaled_width(name: str, scale: float) -> int:
+    """``name``'s width in :data:`WIDTHS` times ``scale`` (in :data:`WIDTH_SCALES`), rounded to a
+    multiple of 8 (LPL's 8 groups, attention's 4 heads): the model-size axis of :mod:`spu_dna.sweep`."""
+    low, high = WIDTH_SCALES
+    if not low <= scale <= high:  # nan fails the comparison too
+        raise ValueError(f"width_scale must be in [{low:g}, {high:g}], got {scale!r}")
+    return 8 * round(WIDTHS[name] * scale / 8)
+
+
+def build(name: str, max_len: int, width_scale: float = 1.0) -> nn.Module:
+    """Model ``name`` at its width in :data:`WIDTHS` (times ``width_scale``, see
+    :func:`scaled_width`) for sequences up to ``max_len``."""
     if name not in WIDTHS:
         raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
-    d_model = WIDTHS[name]
+    d_model = scaled_width(name, width_scale)
     if name in ABLATIONS:
         config = SPUConfig(
             d_model=d_model, n_layers=2, lpl_groups=8, dpl_max_len=max_len, dropout=0.0,
@@ -87,7 +102,7 @@ def run_one(
     train, rest = data.split(n_train)
     val, test = rest.split(n_val)
     torch.manual_seed(seed)
-    model = build(model_name, length)
+    model = build(model_name, length, settings.get("width_scale", 1.0))
     protocol = Protocol(
         lr=lr, epochs=settings["epochs"], batch_size=settings["batch"],
         warmup=settings.get("warmup", Protocol.warmup),

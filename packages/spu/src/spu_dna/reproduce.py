@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared_core.cli import ReproduceArgs, progress, reproduce_main
-from shared_core.report import Report
+from shared_core.report import Report, claim_holds
 from spu_dna.data.synthetic import bag_of_motifs_ceiling
 from spu_dna.experiments import BASELINE_NAMES, MODELS, TASKS, run_one, time_scaling
 
 QUASI_LINEAR = 2.4  # spec section 6: time(2L)/time(L) for L >= 4 k
+# the ablation claims: removing the arm's layer costs most on the task named
+ABLATION_CLAIMS = {"SPU -DPL-freq": "periodic", "SPU -LPL": "motif"}
 
 
 def _settings(args: ReproduceArgs) -> dict[str, Any]:
@@ -106,7 +108,9 @@ def _tune_and_train(
     cells = [(m, t) for t in tasks for m in models]
     for model, task in progress(cells, desc="tune lr (seed 0)"):
         tried = [one(model, task, 0, lr) for lr in settings["lr_grid"]]
-        runs[model, task] = [max(tried, key=lambda r: r["val_accuracy"])]
+        chosen = dict(max(tried, key=lambda r: r["val_accuracy"]))
+        chosen["val_by_lr"] = [r["val_accuracy"] for r in tried]  # the choice, for the report
+        runs[model, task] = [chosen]
     extra = [(m, t, s) for m, t in cells for s in range(1, settings["seeds"])]
     for model, task, s in progress(extra, desc="other seeds"):
         runs[model, task].append(one(model, task, s, runs[model, task][0]["lr"]))
@@ -158,10 +162,12 @@ def _summary(
             "se": _se(accs, [_var(a) for a in accs], rs[0]["n"]),
             "accuracies": accs,
             "auroc": statistics.mean(r["auroc"] for r in rs),
+            "aurocs": [r["auroc"] for r in rs],
             "seconds": statistics.mean(r["seconds_per_epoch"] for r in rs),
             "params": rs[0]["params"],
             "lr": rs[0]["lr"],
             "n": rs[0]["n"],
+            "val_by_lr": rs[0].get("val_by_lr"),
             "saliency": rs[0].get("saliency"),
             "sites": rs[0].get("sites"),
             "constant": settings is not None and _constant(rs, fractions[task], settings["n_val"]),
@@ -201,15 +207,26 @@ def auroc_se_at(auroc: float, n: int) -> float:
     return math.sqrt(max(var, 1e-12) / (half * half))
 
 
+def auroc_se(aurocs: Sequence[float], floor: float) -> float:
+    """Standard error of the mean of per-seed ``aurocs``: the seed-to-seed one, floored by ``floor``
+    (Hanley and McNeil's s.e. of one seed's AUROC), divided by sqrt(seeds) like the spread, since
+    two or three seeds can agree by chance, and the spread can dwarf the floor (per-seed CNN
+    long-range AUROCs 0.815, 0.687, 0.531: 2 s.e. 0.164 from the spread, 0.027 from the floor)."""
+    seeds = len(aurocs)
+    spread = statistics.stdev(aurocs) if seeds > 1 else 0.0
+    return max(spread, floor) / math.sqrt(seeds)
+
+
 def _learned_auroc(
     results: dict[str, Any], model: str, tasks: Sequence[str] = tuple(TASKS)
 ) -> tuple[float, float]:
-    """``model``'s AUROC averaged over the tasks (and seeds) and the null s.e. of that mean."""
+    """``model``'s AUROC averaged over the tasks (and seeds) and the s.e. of that mean: the spread
+    of the per-seed task means, floored by the null s.e. of a mean over the tasks (the control asks
+    whether the AUROC is above 0.5)."""
     cells = [results[model][t] for t in tasks]
-    draws = sum(len(c["accuracies"]) for c in cells)
-    return statistics.mean(c["auroc"] for c in cells), auroc_null_se(cells[0]["n"]) / math.sqrt(
-        draws
-    )
+    per_seed = [statistics.mean(s) for s in zip(*(c["aurocs"] for c in cells), strict=True)]
+    floor = auroc_null_se(cells[0]["n"]) / math.sqrt(len(tasks))
+    return statistics.mean(per_seed), auroc_se(per_seed, floor)
 
 
 def _claims_accuracy(
@@ -279,8 +296,8 @@ def _paired_chance(
 
 
 def _claim_ablation(report: Report, results: dict[str, Any], ablation: str, task: str) -> None:
-    """Held when the drop on ``task`` exceeds 2 s.e. (it is real) and every other task's drop (point
-    estimates: 'most'); the note says whether the margin over the runner-up also exceeds 2 s.e."""
+    """Held when the drop on ``task`` exceeds 2 s.e. (it is real) and exceeds the runner-up's drop by
+    more than 2 s.e. of that margin ('most' must be shown, not a point estimate's tie-break)."""
     drops = {t: _paired(results, "SPU", ablation, [t]) for t in TASKS}
     runner_up = max((t for t in TASKS if t != task), key=lambda t: drops[t][0])
     significant = drops[task][0] > 2 * drops[task][1]
@@ -294,6 +311,9 @@ def _claim_ablation(report: Report, results: dict[str, Any], ablation: str, task
     )
     if not significant:
         note += "; the drop on this task is within noise, so 'costs most' would hold vacuously"
+    if significant and not strong:
+        why = f"the drop on {runner_up} is larger" if margin <= 0 else "the margin is within noise"
+        note += f"; not shown to cost most: {why}"
     report.claim(
         f"removing {ablation.split('-', 1)[1]} costs most on the {task} task",
         "accuracy drop (full - ablation)",
@@ -301,15 +321,19 @@ def _claim_ablation(report: Report, results: dict[str, Any], ablation: str, task
         drops[runner_up][0],
         direction="higher",
         baseline_name=f"drop on {runner_up} (largest elsewhere)",
-        held=significant and margin > 0,
+        held=significant and strong,
         samples=_test_count(results["SPU"][task]),
         note=note,
     )
 
 
-def _claims_long_range(report: Report, results: dict[str, Any]) -> None:
+def _claims_long_range(
+    report: Report, results: dict[str, Any], models: Sequence[str] = MODELS
+) -> None:
+    """The CNN fails the long-range task; control: one of ``models`` learns it (the sweep narrows
+    ``models`` to the arms it trained)."""
     ceiling = bag_of_motifs_ceiling()
-    cells = {m: results[m]["long_range"] for m in MODELS}
+    cells = {m: results[m]["long_range"] for m in models}
     best = max(cells, key=lambda m: cells[m]["accuracy"])
     learnable = cells[best]["accuracy"] - 2 * cells[best]["se"] > ceiling
     report.claim(
@@ -325,14 +349,21 @@ def _claims_long_range(report: Report, results: dict[str, Any]) -> None:
         "exceeds the ceiling",
     )
     cnn = cells["CNN"]
-    auroc_se = auroc_se_at(cnn["auroc"], cnn["n"]) / math.sqrt(len(cnn["accuracies"]))
+    cnn_auroc_se = auroc_se(cnn["aurocs"], auroc_se_at(cnn["auroc"], cnn["n"]))
     # the ceiling bounds a position-free classifier's AUROC too (spec's second metric): a constant
-    # predictor sits at the class fraction in accuracy whatever it ranks, so both must stay below
-    fails = cnn["accuracy"] - 2 * cnn["se"] <= ceiling and cnn["auroc"] - 2 * auroc_se <= ceiling
-    note = (
-        f"held when accuracy - 2 s.e. and AUROC ({cnn['auroc']:.3f}) - 2 s.e. ({2 * auroc_se:.3f}) "
-        "both stay at or below the ceiling"
+    # predictor sits at the class fraction in accuracy whatever it ranks, so both must stay below.
+    # The burden is on the claim: failing is shown only when even + 2 s.e. stays at the ceiling
+    # (not merely when the CNN is not shown above it).
+    fails = (
+        cnn["accuracy"] + 2 * cnn["se"] <= ceiling and cnn["auroc"] + 2 * cnn_auroc_se <= ceiling
     )
+    note = (
+        f"held when accuracy + 2 s.e. ({cnn['accuracy'] + 2 * cnn['se']:.3f}) and AUROC "
+        f"({cnn['auroc']:.3f}) + 2 s.e. ({2 * cnn_auroc_se:.3f}; seed spread floored by Hanley and "
+        f"McNeil) both stay at or below the ceiling ({ceiling:.3f})"
+    )
+    if not fails:
+        note += "; not shown to fail: the CNN may reach the ceiling within noise"
     if cnn.get("constant"):
         note += "; the CNN is a constant predictor here (accuracy = class fraction)"
     if not learnable:
@@ -344,7 +375,6 @@ def _claims_long_range(report: Report, results: dict[str, Any]) -> None:
         ceiling,
         direction="lower",
         baseline_name="position-free ceiling",
-        tolerance=2 * cnn["se"],
         held=fails and learnable,
         samples=_test_count(cnn),
         note=note,
@@ -373,7 +403,19 @@ def _claims_scaling(report: Report, settings: dict[str, Any]) -> list[dict[str, 
         rows.append({"model": name, f"L={short} s": row["baseline_s"], f"L={long} s": row["candidate_s"],
                      "time(2L)/time(L)": row["ratio"], "q25": row["ratio_q25"], "q75": row["ratio_q75"],
                      "pairs": row["repeats"]})  # fmt: skip
+    attention, attention_se = measured["Transformer"]
+    # the control: without it a ratio under the bound may be the timer's (noise, a shared CPU)
+    timer_sees = attention - 2 * attention_se > QUASI_LINEAR
     ratio, se = measured["SPU"]
+    note = (
+        "forward + backward, one model timed at both lengths interleaved, median of per-pair "
+        f"ratios; tolerance = 2 s.e. of that median ({2 * se:.3f}) from its quartiles"
+    )
+    if not timer_sees:
+        note += (
+            "; not tested: the timing control failed (attention's ratio is not above the bound by "
+            "2 s.e.), so this timer has not shown it can tell quasi-linear from faster growth"
+        )
     report.claim(
         f"SPU's time grows quasi-linearly (time(2L)/time(L) <= {QUASI_LINEAR} at L={short})",
         "time(2L)/time(L)",
@@ -382,21 +424,21 @@ def _claims_scaling(report: Report, settings: dict[str, Any]) -> list[dict[str, 
         direction="lower",
         baseline_name="quasi-linear bound",
         tolerance=2 * se,
+        held=timer_sees and claim_holds(ratio, QUASI_LINEAR, "lower", 2 * se),
         samples=settings["scaling_repeats"],
-        note=f"forward + backward, one model timed at both lengths interleaved, median of per-pair "
-        f"ratios; tolerance = 2 s.e. of that median ({2 * se:.3f}) from its quartiles",
+        note=note,
     )
-    ratio, se = measured["Transformer"]
     report.claim(
         f"control: attention's time grows faster than quasi-linear (ratio > {QUASI_LINEAR} + 2 s.e.)",
         "time(2L)/time(L)",
-        ratio,
+        attention,
         QUASI_LINEAR,
         direction="higher",
         baseline_name="quasi-linear bound",
-        held=ratio - 2 * se > QUASI_LINEAR,
+        held=timer_sees,
         samples=settings["scaling_repeats"],
-        note=f"shows the timer can see super-linear growth (quadratic would be 4); 2 s.e. {2 * se:.3f}",
+        note="shows the timer can see super-linear growth (quadratic would be 4); "
+        f"2 s.e. {2 * attention_se:.3f}",
     )
     return rows
 
@@ -443,19 +485,26 @@ def open_report(args: ReproduceArgs) -> tuple[Report, dict[str, Any]]:
     return report, settings
 
 
+def _val_by_lr(cell: dict[str, Any]) -> str:
+    """The validation accuracy (first seed) at each lr of the grid, as ``a / b``."""
+    return " / ".join(f"{v:.3f}" for v in cell.get("val_by_lr") or [])
+
+
 def run(args: ReproduceArgs) -> Report:
     report, settings = open_report(args)
     results = _summary(_tune_and_train(report, settings, args.seed), settings, args.seed)
     _claims_accuracy(report, results)
-    _claim_ablation(report, results, "SPU -DPL-freq", "periodic")
-    _claim_ablation(report, results, "SPU -LPL", "motif")
+    for ablation, task in ABLATION_CLAIMS.items():
+        _claim_ablation(report, results, ablation, task)
     _claims_long_range(report, results)
     report.table(
-        "test accuracy (mean over seeds ± 2 s.e.) and AUROC",
+        "test accuracy (mean over seeds ± 2 s.e.), AUROC, validation accuracy at each lr of the grid "
+        "(first seed; the best is kept)",
         [{"model": m, "params": results[m]["motif"]["params"],
           **{f"{t} acc": f"{results[m][t]['accuracy']:.3f} ± {2 * results[m][t]['se']:.3f}"
              for t in TASKS},
           **{f"{t} AUROC": results[m][t]["auroc"] for t in TASKS},
+          **{f"{t} val acc per lr": _val_by_lr(results[m][t]) for t in TASKS},
           "lr (per task)": "/".join(f"{results[m][t]['lr']:g}" for t in TASKS),
           "s/epoch": statistics.mean(results[m][t]["seconds"] for t in TASKS)} for m in MODELS],
     )  # fmt: skip
