@@ -34,9 +34,8 @@ class OracleEnsemble:
         if isinstance(winds, torch.Tensor):
             device = winds.device if device is None else device
             winds = winds.detach().cpu()
-        w = torch.as_tensor(np.asarray(winds, dtype=float), device="cpu").reshape(
-            -1
-        )  # checked here
+        # checked on the host, then moved to ``device``
+        w = torch.as_tensor(np.asarray(winds, dtype=float), device="cpu").reshape(-1)
         if len(w) == 0 or not torch.isfinite(w).all():
             raise ValueError(f"winds must be a non-empty list of finite speeds, got {w.tolist()}")
         self.plant = plant
